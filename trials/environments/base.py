@@ -1,0 +1,82 @@
+"""The sandbox interface every environment implements (docker, local).
+
+A harness running in its own subprocess reconnects to a started environment with :func:`attach`, from the
+JSON-able ``handle()`` the runner wrote into the trial spec.
+"""
+
+from __future__ import annotations
+
+import abc
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+
+class ExecResult(BaseModel):
+    """Outcome of one command run inside the sandbox."""
+
+    returncode: int
+    stdout: str = ""
+    stderr: str = ""
+    timed_out: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.timed_out
+
+
+class Environment(abc.ABC):
+    """One sandbox for one trial. All methods are async; ``exec`` runs ``cmd`` with ``bash -c``."""
+
+    kind: str = "abstract"
+
+    @abc.abstractmethod
+    async def start(self) -> None:
+        """Bring the sandbox up (build the image if needed). Raises InfraError subclasses."""
+
+    @abc.abstractmethod
+    async def exec(
+        self,
+        cmd: str,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        timeout: float | None = None,
+        user: str | None = None,
+    ) -> ExecResult:
+        """Run ``cmd`` (a shell string) inside the sandbox; a timeout kills it and sets ``timed_out``."""
+
+    @abc.abstractmethod
+    async def upload(self, src: Path, dst: str) -> None:
+        """Copy a host file or directory ``src`` to ``dst`` inside the sandbox."""
+
+    @abc.abstractmethod
+    async def download(self, src: str, dst: Path) -> None:
+        """Copy ``src`` inside the sandbox (file or directory) to the host path ``dst``."""
+
+    @abc.abstractmethod
+    async def stop(self) -> None:
+        """Tear the sandbox down; idempotent."""
+
+    @abc.abstractmethod
+    def handle(self) -> dict[str, Any]:
+        """A JSON-able description another process can :func:`attach` to (must include ``kind``)."""
+
+    @classmethod
+    @abc.abstractmethod
+    def attach(cls, handle: dict[str, Any]) -> "Environment":
+        """Reconnect to a started sandbox from its handle, without owning its lifetime."""
+
+
+def attach(handle: dict[str, Any]) -> Environment:
+    """Reconnect to a running sandbox of any kind from ``handle``."""
+    kind = handle.get("kind")
+    if kind == "local":
+        from .local import LocalEnvironment
+
+        return LocalEnvironment.attach(handle)
+    if kind == "docker":
+        from .docker import DockerEnvironment
+
+        return DockerEnvironment.attach(handle)
+    raise ValueError(f"unknown environment kind {kind!r} in handle {handle}")

@@ -1,0 +1,125 @@
+"""The small, stable API a harness may use from ``trials`` (DESIGN.md: harness_seed imports only this).
+
+A harness is a Python package run in its own subprocess as ``python -m <package> --spec trial_spec.json``
+(or through ``monitor.host``, which instruments it first). It reads a :class:`TrialSpec`, reconnects to the
+sandbox with :func:`attach_environment`, talks to the model through :class:`ModelClient`, writes its files
+under ``spec.agent_dir`` and ends by writing an :class:`AgentOutcome` to ``agent_result.json`` there.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from .endpoints.spec import EndpointSpec, PriceTable
+from .environments.base import Environment, ExecResult, attach as attach_environment
+
+SPEC_VERSION = 1
+
+# Set by the harness loop at the start of each episode; read by the monitor to tag spans.
+EPISODE: contextvars.ContextVar[int | None] = contextvars.ContextVar("rise_episode", default=None)
+TRIAL_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar("rise_trial_id", default=None)
+
+
+def set_episode(index: int | None) -> None:
+    """Mark the episode the current task is in (spans and log lines carry it)."""
+    EPISODE.set(index)
+
+
+class TrialSpec(BaseModel):
+    """Everything a harness process receives about its trial."""
+
+    spec_version: int = SPEC_VERSION
+    trial_id: str
+    task_name: str
+    instruction: str
+    env: dict[str, Any] = Field(description="handle of the started sandbox, for attach_environment")
+    endpoint: EndpointSpec
+    verifier_endpoint: EndpointSpec | None = None
+    agent_dir: str = Field(description="host folder for trajectory.json, agent_result.json, logs")
+    timeout_sec: float = 900.0
+    workdir: str = "/app"
+    settings: dict[str, Any] = Field(default_factory=dict, description="overrides of harness settings")
+    harness_version: str = "seed"
+    refine_context: str | None = Field(default=None, description="Sequential Refine: summary of an attempt")
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "TrialSpec":
+        return cls.model_validate_json(Path(path).read_text())
+
+    def dump(self, path: str | os.PathLike) -> None:
+        Path(path).write_text(self.model_dump_json(indent=2))
+
+
+class Usage(BaseModel):
+    """Token and call accounting for one role (generator or verifier)."""
+
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def add(self, input_tokens: int, output_tokens: int, calls: int = 1) -> None:
+        self.calls += calls
+        self.input_tokens += input_tokens
+        self.output_tokens += output_tokens
+
+
+class CostLedger(BaseModel):
+    """Per-trial cost: generator and verifier tokens, parallel output tokens (POT), dollars."""
+
+    generator: Usage = Field(default_factory=Usage)
+    verifier: Usage = Field(default_factory=Usage)
+    parallel_output_tokens: int = Field(default=0, description="max over parallel branches, summed per step")
+    cost_usd: float = 0.0
+
+    def price(self, gen: PriceTable, ver: PriceTable | None = None) -> float:
+        ver = ver or gen
+        self.cost_usd = gen.cost(self.generator.input_tokens, self.generator.output_tokens) + ver.cost(
+            self.verifier.input_tokens, self.verifier.output_tokens
+        )
+        return self.cost_usd
+
+
+class AgentOutcome(BaseModel):
+    """What the harness reports at the end (``agent_result.json``)."""
+
+    status: Literal["completed", "max_episodes", "error"] = "completed"
+    error_kind: str | None = Field(default=None, description="e.g. model_unreachable (⊥), parse, crash")
+    error: str | None = None
+    episodes: int = 0
+    cost: CostLedger = Field(default_factory=CostLedger)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    def write(self, agent_dir: str | os.PathLike) -> Path:
+        path = Path(agent_dir) / "agent_result.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(self.model_dump_json(indent=2))
+        os.replace(tmp, path)
+        return path
+
+
+def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
+    """Rewrite a JSON file so a reader (or a kill) never sees half of it."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str))
+    os.replace(tmp, path)
+
+
+def __getattr__(name: str):  # lazy: the client pulls in openai
+    if name in {"ModelClient", "ChatResult", "ModelError", "ContextLengthExceeded", "AuthError"}:
+        from .endpoints import client
+
+        return getattr(client, name)
+    raise AttributeError(name)
+
+
+__all__ = [
+    "AgentOutcome", "CostLedger", "EndpointSpec", "Environment", "ExecResult", "TrialSpec", "Usage",
+    "attach_environment", "set_episode", "write_json_atomic", "EPISODE", "TRIAL_ID",
+]
