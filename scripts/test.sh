@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Set up (idempotent, cached) and run the whole test suite, including the tests that need the real parts:
+# tmux, bubblewrap, Docker and the bundled model. Extra arguments go to pytest (e.g. -m "not model").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+# In CI a missing part is a failure, not a skip: the parts were just set up.
+export RISE_REQUIRE_PARTS="${RISE_REQUIRE_PARTS:-${CI:-0}}"
+python3 -m pytest -q -rs --durations=15 "$@"
