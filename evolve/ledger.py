@@ -1,0 +1,168 @@
+"""The experiment ledger: an append-only, fsynced JSONL history from which all state is rebuilt.
+
+Each line is one event, a pydantic model discriminated by ``kind`` and versioned by ``v``. Every unit of work has a
+``key`` (``<commit>:<stage>`` or ``<commit>:<task>:<rep>``): a key that already has a finishing event is done and a
+resumed run skips it, so ``kill -9`` at any point loses at most the unit in flight and never doubles one.
+A torn last line (a crash mid-write) is ignored on read and cut off on the next append; any other bad line is an
+error naming the file and line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+
+LEDGER_VERSION = 1
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+class _Event(BaseModel):
+    v: int = LEDGER_VERSION
+    ts: str = Field(default_factory=_now)
+    key: str = Field(description="the unit of work this event finishes or describes")
+
+
+class RoundStart(_Event):
+    kind: Literal["round_start"] = "round_start"
+    round: int
+    incumbent: str = Field(description="tag of the version the round starts from, e.g. v0")
+
+
+class CandidateCreated(_Event):
+    kind: Literal["candidate_created"] = "candidate_created"
+    round: int
+    branch: str
+    commit: str
+    proposal: dict[str, Any] = Field(default_factory=dict)
+
+
+class CheckResult(_Event):
+    kind: Literal["check_result"] = "check_result"
+    commit: str
+    stage: Literal["smoke", "contracts"]
+    passed: bool
+    details: dict[str, Any] = Field(default_factory=dict)
+    attempt: int = 1
+
+
+class TrialDone(_Event):
+    kind: Literal["trial_done"] = "trial_done"
+    commit: str
+    purpose: Literal["screening", "evaluation", "heldout", "reference"]
+    task: str
+    rep: int
+    status: str
+    trial_dir: str
+
+
+class Screening(_Event):
+    kind: Literal["screening"] = "screening"
+    commit: str
+    passed: bool
+    mechanism_ran: bool
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class Evaluation(_Event):
+    kind: Literal["evaluation"] = "evaluation"
+    commit: str
+    complete: bool
+    metrics: dict[str, Any] = Field(default_factory=dict)
+    job_dir: str = ""
+
+
+class Adoption(_Event):
+    kind: Literal["adoption"] = "adoption"
+    commit: str
+    version: str
+    parent: str
+    decision: dict[str, Any] = Field(default_factory=dict)
+
+
+class Rejection(_Event):
+    kind: Literal["rejection"] = "rejection"
+    commit: str
+    reason: str
+    decision: dict[str, Any] = Field(default_factory=dict)
+
+
+class Freeze(_Event):
+    kind: Literal["freeze"] = "freeze"
+    version: str
+    commit: str
+    path: str
+    sha256: str
+
+
+Event = Annotated[
+    Union[RoundStart, CandidateCreated, CheckResult, TrialDone, Screening, Evaluation, Adoption, Rejection, Freeze],
+    Field(discriminator="kind"),
+]
+_adapter: TypeAdapter[Event] = TypeAdapter(Event)
+
+
+class LedgerError(ValueError):
+    pass
+
+
+class Ledger:
+    """Append-only event log of one experiment (``runs/<name>/ledger.jsonl``)."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self.events: list[Any] = []
+        self._keys: set[str] = set()
+        self._torn = False
+        if self.path.exists():
+            self._load()
+
+    def _load(self) -> None:
+        raw = self.path.read_bytes()
+        lines = raw.split(b"\n")
+        self._torn = bool(lines and lines[-1])  # no trailing newline: the last write was cut short
+        for i, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                ev = _adapter.validate_python(json.loads(line))
+            except (json.JSONDecodeError, ValidationError) as exc:
+                if self._torn and i == len(lines):
+                    break  # a torn tail is expected after kill -9; it is dropped on the next append
+                raise LedgerError(f"{self.path}:{i}: invalid ledger event: {exc}") from None
+            self.events.append(ev)
+            self._keys.add(ev.key)
+
+    def done(self, key: str) -> bool:
+        """Whether a unit of work already has its event."""
+        return key in self._keys
+
+    def find(self, kind: str, **match: Any) -> list[Any]:
+        return [e for e in self.events if e.kind == kind and all(getattr(e, k) == v for k, v in match.items())]
+
+    def append(self, event: Any) -> Any:
+        """Write one event durably (fsync) and index it; a key already present is refused."""
+        if event.key in self._keys:
+            raise LedgerError(f"{self.path}: event key {event.key!r} already recorded; refusing to double it")
+        line = event.model_dump_json() + "\n"
+        with self.path.open("ab") as fh:
+            if self._torn:
+                fh.truncate(self._good_length())
+                self._torn = False
+            fh.write(line.encode())
+            fh.flush()
+            os.fsync(fh.fileno())
+        self.events.append(event)
+        self._keys.add(event.key)
+        return event
+
+    def _good_length(self) -> int:
+        raw = self.path.read_bytes()
+        return raw.rfind(b"\n") + 1
