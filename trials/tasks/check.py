@@ -1,0 +1,52 @@
+"""Validate a whole task set and report every problem (``rise tasks check``), not just the first."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from trials.errors import TaskError
+
+from .load import Problem, inspect_task, parse_task_toml, task_dirs, task_name
+from .model import Task
+
+
+def _name_of(folder: Path, task: Task | None) -> str:
+    """The name a folder claims, even when the task is invalid (for the duplicate check)."""
+    if task is not None:
+        return task.name
+    config = None
+    if (folder / "task.toml").is_file():
+        config, _ = parse_task_toml(folder / "task.toml")
+    return task_name(config, folder, "")[0]
+
+
+def check_task_set(root: str | Path) -> list[Problem]:
+    """Every problem in the task set under ``root`` (a folder of task folders, or one task folder).
+
+    Covers malformed TOML/YAML (with the line), wrong types, unknown keys, unresolvable ``${VAR}`` references,
+    a missing or empty instruction, a missing ``tests/test.sh``, a missing Dockerfile (unless
+    ``docker_image`` is set), folders that are not tasks, and duplicate task names.
+    """
+    try:
+        dirs = task_dirs(root)
+    except TaskError as exc:
+        return [Problem(exc.path, exc.key, exc.message)]
+    if not dirs:
+        return [Problem(str(Path(root).resolve()), None, "no task folders found")]
+    problems: list[Problem] = []
+    claimed: dict[str, Path] = {}
+    for folder in dirs:
+        task, found = inspect_task(folder)
+        problems += found
+        name = _name_of(folder, task)
+        if name in claimed:
+            file = folder / ("task.toml" if (folder / "task.toml").is_file() else "task.yaml")
+            problems.append(Problem(str(file), "task.name", f"duplicate task name {name!r} (also {claimed[name]})"))
+        else:
+            claimed[name] = folder
+    return problems
+
+
+def count_tasks(root: str | Path) -> int:
+    """How many task folders ``root`` holds (for the summary line of a clean check)."""
+    return len(task_dirs(root))

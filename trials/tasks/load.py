@@ -1,0 +1,215 @@
+"""Read task folders into :class:`~trials.tasks.model.Task`, collecting every problem on the way.
+
+:func:`inspect_task` is the single place that validates one folder; it returns the task (when it could be
+built) and the full list of :class:`Problem`. :func:`load_task` raises the first problem as a
+:class:`~trials.errors.TaskError`; ``check.py`` reports them all.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from pydantic import ValidationError
+
+from trials.errors import TaskError
+
+from .model import Task, TaskConfig
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+# ${VAR} or ${VAR:-default}; the default may be empty and holds no "}".
+_VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_ENV_TABLES = ("verifier", "environment", "solution")
+
+
+class Problem(NamedTuple):
+    """One thing wrong with a task: the file, the key inside it (or None) and what is wrong."""
+
+    file: str
+    key: str | None
+    message: str
+
+    def to_error(self) -> TaskError:
+        return TaskError(self.file, self.key, self.message)
+
+
+def expand_env_value(value: str, key: str, file: str, environ: dict[str, str] | None = None) -> str:
+    """Expand ``${VAR}`` / ``${VAR:-default}`` in ``value`` from ``environ`` (the host environment).
+
+    An unset variable without a default raises :class:`TaskError` naming ``key``.
+    """
+    env = os.environ if environ is None else environ
+
+    def sub(match: re.Match[str]) -> str:
+        var, default = match.group(1), match.group(2)
+        if var in env:
+            return env[var]
+        if default is not None:
+            return default
+        raise TaskError(file, key, f"${{{var}}} is not set in the host environment and has no default")
+
+    return _VAR_RE.sub(sub, value)
+
+
+def expand_config_env(config: TaskConfig, file: str) -> tuple[TaskConfig, list[Problem]]:
+    """Return a copy of ``config`` with its env tables expanded, and a problem per unresolvable reference."""
+    problems: list[Problem] = []
+    updates: dict[str, Any] = {}
+    for table in _ENV_TABLES:
+        section = getattr(config, table)
+        expanded: dict[str, str] = {}
+        for name, value in section.env.items():
+            try:
+                expanded[name] = expand_env_value(value, f"{table}.env.{name}", file)
+            except TaskError as exc:
+                problems.append(Problem(exc.path, exc.key, exc.message))
+                expanded[name] = value
+        updates[table] = section.model_copy(update={"env": expanded})
+    return config.model_copy(update=updates), problems
+
+
+def validation_problems(exc: ValidationError, file: str) -> list[Problem]:
+    """One :class:`Problem` per pydantic error, keyed by the dotted path in the file."""
+    problems = []
+    for err in exc.errors():
+        key = ".".join(str(part) for part in err["loc"]) or None
+        if err["type"] == "extra_forbidden":
+            message = "unknown key"
+        else:
+            message = err["msg"]
+            if "input" in err and err["type"] != "missing":
+                message += f" (got {err['input']!r})"
+        problems.append(Problem(file, key, message))
+    return problems
+
+
+def parse_task_toml(path: Path) -> tuple[TaskConfig | None, list[Problem]]:
+    """Parse and validate one ``task.toml``. Malformed TOML is one problem naming the line."""
+    file = str(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:  # its message carries "(at line N, column M)"
+        return None, [Problem(file, None, f"malformed TOML: {exc}")]
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, [Problem(file, None, f"cannot read: {exc}")]
+    try:
+        config = TaskConfig.model_validate(data)
+    except ValidationError as exc:
+        return None, validation_problems(exc, file)
+    return expand_config_env(config, file)
+
+
+def read_instruction(path: Path) -> tuple[str, list[Problem]]:
+    """Read ``instruction.md``; missing or blank is a problem."""
+    if not path.is_file():
+        return "", [Problem(str(path), None, "missing: every task needs an instruction.md")]
+    text = path.read_text(encoding="utf-8")
+    if not text.strip():
+        return "", [Problem(str(path), None, "instruction is empty")]
+    return text, []
+
+
+def task_name(config: TaskConfig | None, folder: Path, file: str) -> tuple[str, list[Problem]]:
+    """The task's short name: the last ``/`` part of ``[task].name`` (Harbor's ``org/name``) or the folder name.
+
+    Names become file names (trial folders), so they must match ``NAME_RE``.
+    """
+    declared = config.task.name if config else None
+    name = declared.rsplit("/", 1)[-1] if declared else folder.name
+    if not NAME_RE.match(name):
+        key = "task.name" if declared else None
+        return folder.name, [Problem(file, key, f"task name {name!r} must match {NAME_RE.pattern}")]
+    return name, []
+
+
+def inspect_harbor_task(path: Path) -> tuple[Task | None, list[Problem]]:
+    """Validate a Harbor task folder; return the task (None if it cannot be built) and every problem."""
+    toml_path = path / "task.toml"
+    config, problems = parse_task_toml(toml_path)
+    name, name_problems = task_name(config, path, str(toml_path))
+    problems += name_problems
+    instruction, instr_problems = read_instruction(path / "instruction.md")
+    problems += instr_problems
+    test_sh = path / "tests" / "test.sh"
+    if not test_sh.is_file():
+        problems.append(Problem(str(test_sh), None, "missing: the verifier entry point tests/test.sh"))
+    dockerfile = path / "environment" / "Dockerfile"
+    if not dockerfile.is_file() and not (config and config.environment.docker_image):
+        problems.append(
+            Problem(str(dockerfile), None, "missing (and [environment].docker_image is not set)")
+        )
+    solution_dir = path / "solution"
+    if solution_dir.is_dir() and not (solution_dir / "solve.sh").is_file():
+        problems.append(Problem(str(solution_dir / "solve.sh"), None, "solution/ exists but has no solve.sh"))
+    if config is None or problems:
+        return None, problems
+    return Task(name=name, path=path, config=config, instruction=instruction), []
+
+
+def inspect_task(path: str | Path) -> tuple[Task | None, list[Problem]]:
+    """Validate one task folder of either layout (Harbor ``task.toml`` or Terminal-Bench ``task.yaml``)."""
+    path = Path(path).resolve()
+    if not path.is_dir():
+        return None, [Problem(str(path), None, "not a directory")]
+    if (path / "task.toml").is_file():
+        return inspect_harbor_task(path)
+    if (path / "task.yaml").is_file():
+        from .tb_import import inspect_tb_task
+
+        return inspect_tb_task(path)
+    return None, [Problem(str(path / "task.toml"), None, "missing: no task.toml (Harbor) or task.yaml (Terminal-Bench)")]
+
+
+def load_task(path: str | Path) -> Task:
+    """Load and validate one task folder; raises :class:`TaskError` (file and key named) on the first problem."""
+    task, problems = inspect_task(path)
+    if problems:
+        raise problems[0].to_error()
+    if task is None:  # inspect_task returns a task whenever there is no problem
+        raise TaskError(str(path), None, "task could not be loaded")
+    return task
+
+
+def is_task_dir(path: Path) -> bool:
+    return (path / "task.toml").is_file() or (path / "task.yaml").is_file()
+
+
+def task_dirs(root: str | Path) -> list[Path]:
+    """The task folders of a task set: ``root`` itself if it is a task, else its non-hidden subfolders."""
+    root = Path(root).resolve()
+    if not root.is_dir():
+        raise TaskError(str(root), None, "task set folder does not exist")
+    if is_task_dir(root):
+        return [root]
+    return sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
+
+
+def load_task_set(root: str | Path, names: list[str] | None = None) -> list[Task]:
+    """Load the tasks under ``root`` sorted by name; ``names`` selects some (a missing name is an error).
+
+    Only selected tasks need to be valid. A name matches the task's name or its folder name.
+    """
+    dirs = task_dirs(root)
+    if names is not None:
+        wanted = set(names)
+        by_name: dict[str, Path] = {}
+        for d in dirs:
+            by_name.setdefault(d.name, d)
+            if (d / "task.toml").is_file():
+                config, _ = parse_task_toml(d / "task.toml")
+                if config and config.task.name:
+                    by_name.setdefault(config.task.name.rsplit("/", 1)[-1], d)
+        missing = sorted(wanted - by_name.keys())
+        if missing:
+            raise TaskError(str(root), None, f"no task named {', '.join(missing)} (known: {', '.join(sorted(by_name))})")
+        dirs = sorted({by_name[n] for n in wanted})
+    tasks = [load_task(d) for d in dirs]
+    seen: dict[str, Path] = {}
+    for task in tasks:
+        if task.name in seen:
+            raise TaskError(str(task.path), "task.name", f"duplicate task name {task.name!r} (also {seen[task.name]})")
+        seen[task.name] = task.path
+    return sorted(tasks, key=lambda t: t.name)
