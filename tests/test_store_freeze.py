@@ -1,0 +1,70 @@
+"""Experiment store (git harness repo, tags, candidate worktrees) and freezing a version into one file."""
+
+import tarfile
+
+import pytest
+
+from evolve.experiment import ExperimentConfig
+from evolve.freeze import freeze, verify_frozen
+from evolve.store import StoreError, init_experiment, open_experiment
+from trials.agents import extract_frozen
+
+
+@pytest.fixture
+def seed(tmp_path):
+    d = tmp_path / "seed_pkg"
+    d.mkdir()
+    (d / "__init__.py").write_text("")
+    (d / "main.py").write_text("def main(argv=None):\n    return 0\n")
+    (d / "settings.toml").write_text("[terminus]\nmax_episodes = 50\n")
+    return d
+
+
+def _config(name="exp"):
+    return ExperimentConfig.model_validate({
+        "name": name, "endpoint": {"base_url": "http://127.0.0.1:1/v1", "model": "m"},
+        "tasks": {"dir": "data/starter", "heldout": ["long-task"]}, "r": 2,
+    })
+
+
+def test_init_creates_frozen_config_repo_and_v0(tmp_path, seed):
+    exp = init_experiment("exp", _config(), runs_dir=tmp_path / "runs", seed_dir=seed)
+    assert exp.versions() == ["v0"]
+    assert ExperimentConfig.load(exp.config_path).tasks.heldout == ["long-task"]
+    assert (exp.harness_dir / "main.py").exists() and exp.ledger.events == []
+    with pytest.raises(StoreError, match="already holds"):
+        init_experiment("exp", _config(), runs_dir=tmp_path / "runs", seed_dir=seed)
+    assert open_experiment("exp", runs_dir=tmp_path / "runs").root == exp.root
+
+
+def test_candidate_branch_worktree_and_tag(tmp_path, seed):
+    exp = init_experiment("exp", _config(), runs_dir=tmp_path / "runs", seed_dir=seed)
+    branch, wt = exp.create_candidate(1, "verify-completion")
+    assert branch == "cand/r01-verify-completion" and wt.name == "harness"
+    (wt / "settings.toml").write_text("[terminus]\nmax_episodes = 60\n")
+    commit = exp.commit_worktree(wt, "raise max_episodes")
+    assert exp.tag_version(commit, "adopted") == "v1"
+    assert exp.tag_version(commit, "adopted") == "v1"  # idempotent on resume
+    assert exp.versions() == ["v0", "v1"]
+    assert exp.create_candidate(1, "verify-completion") == (branch, wt)  # resume finds it
+
+
+def test_freeze_roundtrip_and_tamper_detection(tmp_path, seed):
+    exp = init_experiment("exp", _config(), runs_dir=tmp_path / "runs", seed_dir=seed)
+    out = tmp_path / "exp-v0.rhz"
+    manifest = freeze(exp, "v0", out)
+    assert manifest["commit"] == exp.commit_of("v0") and manifest["evolved_for"]["model"] == "m"
+    assert "max_episodes = 50" in manifest["settings"]
+    with tarfile.open(out) as tar:
+        assert "harness/main.py" in tar.getnames()
+    hdir, m2 = extract_frozen(out)
+    assert m2 == manifest and verify_frozen(hdir, m2) == []
+    with pytest.raises(ValueError, match="no adopted version"):
+        freeze(exp, "v7", out)
+
+
+def test_config_errors_name_the_field(tmp_path):
+    p = tmp_path / "experiment.toml"
+    p.write_text('name = "x"\nr = 0\n[endpoint]\nbase_url = "u"\nmodel = "m"\n[tasks]\ndir = "d"\n')
+    with pytest.raises(ValueError, match=r"experiment.toml: \[r\]"):
+        ExperimentConfig.load(p)
