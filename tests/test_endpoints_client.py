@@ -1,0 +1,205 @@
+"""ModelClient over the scripted server: choices, logprobs, sampling merge, error mapping, n fallback."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from tests.fakes.openai_server import ScriptedError, ScriptedServer
+from trials.endpoints.client import (
+    AuthError,
+    BadResponse,
+    ContextLengthExceeded,
+    ModelClient,
+    ModelError,
+    RateLimited,
+    ServerUnreachable,
+    server_root,
+)
+from trials.endpoints.spec import EndpointSpec
+from trials.errors import InfraError, ModelServerUnreachable
+
+MSGS = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "say hi"}]
+
+
+def _client(srv: ScriptedServer, **kw) -> ModelClient:
+    return ModelClient(EndpointSpec(base_url=srv.base_url, model=srv.model, timeout_sec=10, **kw))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def test_chat_single_and_usage():
+    with ScriptedServer(["hello there"]) as srv:
+        async with _client(srv) as client:
+            res = await client.chat(MSGS)
+    assert res.text == "hello there" and res.choices[0].finish_reason == "stop"
+    assert res.input_tokens > 0 and res.output_tokens == 3 and res.requests == 1
+    assert res.model == "scripted" and res.latency_sec > 0
+
+
+async def test_n2_and_logprobs():
+    with ScriptedServer([["A", "B"]]) as srv:
+        async with _client(srv) as client:
+            res = await client.chat(MSGS, n=2, logprobs=True, top_logprobs=3)
+            assert client.supports_n is True
+    assert [c.text for c in res.choices] == ["A", "B"]
+    lp = res.choices[0].logprobs
+    assert lp is not None and lp[0].token == "A" and len(lp[0].top_logprobs) == 3
+    assert srv.requests[0]["n"] == 2 and srv.requests[0]["logprobs"] is True
+
+
+async def test_sampling_defaults_merge_under_explicit_args():
+    sampling = {"temperature": 0.7, "top_p": 0.9, "max_tokens": 100, "top_k": 20}
+    with ScriptedServer(["x", "y"]) as srv:
+        async with _client(srv, sampling=sampling) as client:
+            await client.chat(MSGS)
+            await client.chat(MSGS, temperature=0.0, max_tokens=5, stop=["\n"],
+                              response_format={"type": "json_object"}, extra_body={"top_k": 1, "seed": 7},
+                              model="verifier")
+    first, second = srv.requests
+    assert first["temperature"] == 0.7 and first["top_p"] == 0.9 and first["top_k"] == 20
+    assert "n" not in first and "logprobs" not in first
+    assert second["temperature"] == 0.0 and second["max_tokens"] == 5 and second["top_p"] == 0.9
+    assert second["top_k"] == 1 and second["seed"] == 7 and second["stop"] == ["\n"]
+    assert second["response_format"] == {"type": "json_object"} and second["model"] == "verifier"
+
+
+async def test_n_fallback_fills_with_parallel_single_requests():
+    # A server that ignores n: one choice per request, whatever n says.
+    counter = iter(range(100))
+    with ScriptedServer(lambda body: [f"c{next(counter)}"]) as srv:
+        async with _client(srv) as client:
+            res = await client.chat(MSGS, n=3)
+            assert client.supports_n is False
+            assert len(res.choices) == 3 and res.requests == 3
+            assert len({c.text for c in res.choices}) == 3
+            res2 = await client.chat(MSGS, n=2)  # now straight to single requests
+    assert len(res2.choices) == 2
+    assert [r.get("n") for r in srv.requests] == [3, None, None, None, None]
+    assert res.output_tokens == 3
+
+
+@pytest.mark.parametrize("error", [
+    ScriptedError.context_length_vllm(8192, 9000),
+    ScriptedError.context_length_llamacpp(4096, 5000),
+    ScriptedError.context_length_openai(8192, 9000),
+    ScriptedError(400, "The decoder prompt (length 9000) is longer than the maximum model length of 8192."),
+])
+async def test_context_length_dialects(error):
+    with ScriptedServer([error]) as srv:
+        async with _client(srv) as client:
+            with pytest.raises(ContextLengthExceeded) as info:
+                await client.chat(MSGS)
+    assert info.value.status_code == 400
+    assert info.value.limit in (8192, 4096)
+    assert info.value.requested in (9000, 5000)
+
+
+async def test_llamacpp_context_error_fields():
+    err = ScriptedError(400, "the request exceeds the available context size, try increasing it",
+                        type="exceed_context_size_error", code=400)
+    with ScriptedServer([err]) as srv:
+        async with _client(srv) as client:
+            with pytest.raises(ContextLengthExceeded):
+                await client.chat(MSGS)
+
+
+async def test_auth_rate_limit_and_server_errors():
+    with ScriptedServer(["never"], api_key="right") as srv:
+        spec = EndpointSpec(base_url=srv.base_url, model="m", api_key_env="RISE_TEST_KEY", timeout_sec=5)
+        async with ModelClient(spec) as client:
+            with pytest.raises(AuthError) as info:
+                await client.chat(MSGS)
+    assert info.value.status_code == 401 and not info.value.retryable
+    script = [ScriptedError(429, "slow down"), ScriptedError(500, "boom"), ScriptedError(503, "loading model"),
+              ScriptedError(422, "bad schema")]
+    with ScriptedServer(script) as srv:
+        async with _client(srv) as client:
+            with pytest.raises(RateLimited):
+                await client.chat(MSGS)
+            with pytest.raises(BadResponse) as info:
+                await client.chat(MSGS)
+            assert info.value.retryable
+            with pytest.raises(ServerUnreachable):
+                await client.chat(MSGS)
+            with pytest.raises(BadResponse) as info:
+                await client.chat(MSGS)
+            assert not info.value.retryable
+
+
+async def test_api_key_from_env_is_sent(monkeypatch):
+    monkeypatch.setenv("RISE_TEST_KEY", "right")
+    with ScriptedServer(["ok"], api_key="right") as srv:
+        spec = EndpointSpec(base_url=srv.base_url, model="m", api_key_env="RISE_TEST_KEY", timeout_sec=5)
+        async with ModelClient(spec) as client:
+            assert (await client.chat(MSGS)).text == "ok"
+            assert "right" not in repr(client)
+
+
+async def test_connection_refused_is_unreachable_infra_error():
+    spec = EndpointSpec(base_url=f"http://127.0.0.1:{_free_port()}/v1", model="m", timeout_sec=3)
+    async with ModelClient(spec) as client:
+        with pytest.raises(ServerUnreachable) as info:
+            await client.chat(MSGS)
+        assert not await client.health()
+    err = info.value
+    assert isinstance(err, ModelError) and isinstance(err, ModelServerUnreachable) and isinstance(err, InfraError)
+    assert err.cause == "model_unreachable" and err.retryable
+
+
+async def test_timeout_is_unreachable():
+    with ScriptedServer(lambda body: "late", delay=2.0) as srv:
+        spec = EndpointSpec(base_url=srv.base_url, model="m", timeout_sec=0.5)
+        async with ModelClient(spec) as client:
+            with pytest.raises(ServerUnreachable, match="timed out"):
+                await client.chat(MSGS)
+
+
+async def test_context_limit_sources():
+    with ScriptedServer([], context_limit=32768) as srv:
+        async with _client(srv) as client:
+            assert await client.context_limit() == 32768
+        async with _client(srv, context_limit=1000) as client:
+            assert await client.context_limit() == 1000
+    with ScriptedServer([], flavor="llamacpp", context_limit=4096) as srv:
+        async with _client(srv) as client:
+            assert await client.context_limit() == 4096
+
+
+async def test_context_limit_default_warns(caplog):
+    spec = EndpointSpec(base_url=f"http://127.0.0.1:{_free_port()}/v1", model="m", timeout_sec=2)
+    async with ModelClient(spec) as client:
+        assert await client.context_limit() == 8192
+    assert "assuming 8192" in caplog.text
+
+
+async def test_count_tokens_server_and_fallback():
+    with ScriptedServer([]) as srv:
+        async with _client(srv) as client:
+            assert await client.count_tokens("x" * 40) == 10
+            n_msgs = await client.count_tokens(MSGS)
+            assert n_msgs > 0
+            assert await client.count_tokens("x" * 40) == 10  # cached: no second request
+            assert [p for _, p, _ in srv.calls].count("/tokenize") == 2
+    spec = EndpointSpec(base_url=f"http://127.0.0.1:{_free_port()}/v1", model="m", timeout_sec=2)
+    async with ModelClient(spec) as client:
+        assert await client.count_tokens("y" * 80) == 20
+        assert await client.count_tokens(MSGS) > 0
+
+
+async def test_health():
+    with ScriptedServer([]) as srv:
+        async with _client(srv) as client:
+            assert await client.health()
+
+
+def test_server_root():
+    assert server_root("http://h:8080/v1") == "http://h:8080"
+    assert server_root("http://h:8080/v1/") == "http://h:8080"
+    assert server_root("https://api.example.com/openai/v1") == "https://api.example.com/openai"
+    assert server_root("http://h:9") == "http://h:9"

@@ -1,0 +1,486 @@
+"""The one model client every harness uses: an OpenAI-compatible chat endpoint (vLLM, llama.cpp, hosted).
+
+:class:`ModelClient` wraps ``openai.AsyncOpenAI`` with ``max_retries=0`` (retry policy belongs to the harness,
+which can see episodes and budgets) and turns the servers' different error dialects into one small exception
+family under :class:`ModelError`. It also asks the server what the OpenAI API does not say: the context limit
+(vLLM's ``max_model_len``, llama.cpp's ``/props``) and token counts (``/tokenize``), falling back to
+estimates when a server has no such route.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import time
+from collections import OrderedDict
+from typing import Any, Self
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+import openai
+from pydantic import BaseModel, Field
+
+from ..errors import ModelServerUnreachable
+from .spec import EndpointSpec
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CONTEXT_LIMIT = 8192
+CONNECT_TIMEOUT_SEC = 5.0
+SIDE_TIMEOUT_SEC = 10.0  # /health, /tokenize, /props: small requests that should answer at once
+
+# Arguments chat.completions.create() takes by name; any other sampling default (top_k, min_p,
+# repetition_penalty...) is a server extension and goes into extra_body.
+_OPENAI_SAMPLING_ARGS = {
+    "temperature", "top_p", "max_tokens", "max_completion_tokens", "stop", "seed", "presence_penalty",
+    "frequency_penalty", "logit_bias", "n", "logprobs", "top_logprobs", "response_format", "user",
+}
+
+
+# -- results ------------------------------------------------------------------------------------
+
+
+class TokenLogprob(BaseModel):
+    """One generated token with its log-probability and the server's top alternatives."""
+
+    token: str
+    logprob: float
+    top_logprobs: dict[str, float] = Field(default_factory=dict)
+
+
+class Choice(BaseModel):
+    text: str
+    finish_reason: str | None = None
+    logprobs: list[TokenLogprob] | None = None
+
+
+class ChatResult(BaseModel):
+    """One chat call (possibly several HTTP requests when ``n`` had to be filled)."""
+
+    choices: list[Choice]
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int | None = None
+    latency_sec: float = 0.0
+    model: str = ""
+    requests: int = Field(default=1, description="HTTP requests made (more than 1 when n was filled)")
+    usage_estimated: bool = Field(default=False, description="the server sent no usage; counts are len//4")
+
+    @property
+    def text(self) -> str:
+        """The first choice's text."""
+        return self.choices[0].text if self.choices else ""
+
+
+# -- errors -------------------------------------------------------------------------------------
+
+
+class ModelError(Exception):
+    """A model call failed. ``retryable`` says whether the same request may succeed later."""
+
+    retryable = False
+
+    def __init__(self, message: str, *, status_code: int | None = None, body: Any = None):
+        super().__init__(message)
+        self.message, self.status_code, self.body = message, status_code, body
+
+
+class ContextLengthExceeded(ModelError):
+    """The prompt (plus max_tokens) does not fit; ``limit``/``requested`` are parsed when the server says."""
+
+    def __init__(self, message: str, *, limit: int | None = None, requested: int | None = None, **kw: Any):
+        super().__init__(message, **kw)
+        self.limit, self.requested = limit, requested
+
+
+class AuthError(ModelError):
+    """401/403: the key is missing or wrong (never retry)."""
+
+
+class RateLimited(ModelError):
+    retryable = True
+
+
+class BadResponse(ModelError):
+    """The server answered, but with an error or something that is not a usable completion."""
+
+    def __init__(self, message: str, **kw: Any):
+        super().__init__(message, **kw)
+        self.retryable = self.status_code is not None and self.status_code >= 500
+
+
+class ServerUnreachable(ModelError, ModelServerUnreachable):
+    """Connection refused, timed out, or the server says it is unavailable (the runner maps this to ⊥)."""
+
+    retryable = True
+
+    def __init__(self, message: str, **kw: Any):
+        ModelError.__init__(self, message, **kw)
+        self.cause = "model_unreachable"
+        self.log_path = None
+
+
+_CONTEXT_PATTERNS = [
+    re.compile(r"maximum context length is (\d+)", re.IGNORECASE),  # vLLM, OpenAI
+    re.compile(r"maximum model length of (\d+)", re.IGNORECASE),  # vLLM: "... is longer than the maximum model length"
+    re.compile(r"exceeds the available context size(?:\D+(\d+))?", re.IGNORECASE),  # llama.cpp
+    re.compile(r"context_length_exceeded", re.IGNORECASE),  # OpenAI's code
+    re.compile(r"exceed_context_size_error", re.IGNORECASE),  # llama.cpp's type
+    re.compile(r"prompt is too long", re.IGNORECASE),  # Anthropic-style servers
+    re.compile(r"context window", re.IGNORECASE),
+]
+_REQUESTED_PATTERNS = [
+    re.compile(r"you requested (\d+) tokens", re.IGNORECASE),
+    re.compile(r"resulted in (\d+) tokens", re.IGNORECASE),
+    re.compile(r"\(length (\d+)\)", re.IGNORECASE),
+    re.compile(r"requested (\d+)", re.IGNORECASE),
+]
+
+
+def _error_text(body: Any, fallback: str) -> str:
+    """All text of an error body, so every dialect's wording and codes can be matched."""
+    if body is None:
+        return fallback
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        body = body["error"]
+    try:
+        return fallback + " " + json.dumps(body)
+    except (TypeError, ValueError):
+        return f"{fallback} {body}"
+
+
+def _context_error(text: str, body: Any) -> tuple[int | None, int | None] | None:
+    """(limit, requested) when ``text`` is a context-length complaint in any known dialect, else None."""
+    matched, limit = False, None
+    for pat in _CONTEXT_PATTERNS:
+        m = pat.search(text)
+        if m:
+            matched = True
+            if m.groups() and m.group(1) and limit is None:
+                limit = int(m.group(1))
+    if not matched:
+        return None
+    requested = None
+    err = body.get("error") if isinstance(body, dict) else None
+    if isinstance(err, dict):  # llama.cpp sends the numbers as fields
+        limit = limit or _int(err.get("n_ctx"))
+        requested = _int(err.get("n_prompt_tokens"))
+    if requested is None:
+        for pat in _REQUESTED_PATTERNS:
+            m = pat.search(text)
+            if m:
+                requested = int(m.group(1))
+                break
+    return limit, requested
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def map_openai_error(exc: Exception) -> ModelError:
+    """Translate an ``openai`` exception into this module's family (the message keeps the server's words)."""
+    if isinstance(exc, openai.APITimeoutError):
+        return ServerUnreachable(f"model server timed out: {exc}")
+    if isinstance(exc, openai.APIConnectionError):
+        cause = exc.__cause__ or exc
+        return ServerUnreachable(f"model server unreachable: {cause}")
+    if isinstance(exc, openai.APIStatusError):
+        status, body = exc.status_code, exc.body
+        if isinstance(body, dict) and "error" not in body:
+            body = {"error": body}  # the SDK sometimes hands over the inner object already
+        text = _error_text(body, str(exc))
+        ctx = _context_error(text, body)
+        if ctx is not None:
+            return ContextLengthExceeded(str(exc), limit=ctx[0], requested=ctx[1], status_code=status, body=body)
+        if status in (401, 403):
+            return AuthError(f"model server refused the credentials ({status}): {exc}", status_code=status,
+                             body=body)
+        if status == 429:
+            return RateLimited(str(exc), status_code=status, body=body)
+        if status in (502, 503, 504):
+            return ServerUnreachable(f"model server unavailable ({status}): {exc}", status_code=status,
+                                     body=body)
+        return BadResponse(str(exc), status_code=status, body=body)
+    if isinstance(exc, openai.APIResponseValidationError):
+        return BadResponse(f"unparseable response from model server: {exc}")
+    return BadResponse(f"{type(exc).__name__}: {exc}")
+
+
+# -- the client ---------------------------------------------------------------------------------
+
+
+def server_root(base_url: str) -> str:
+    """``http://h:p/v1`` → ``http://h:p``: where llama.cpp and vLLM keep /health, /tokenize, /props."""
+    parts = urlsplit(base_url.rstrip("/"))
+    path = parts.path
+    path = path.removesuffix("/v1")
+    return urlunsplit((parts.scheme, parts.netloc, path, "", "")).rstrip("/")
+
+
+class ModelClient:
+    """Async chat client for one :class:`EndpointSpec`. Reuse one per process; close with :meth:`aclose`."""
+
+    def __init__(self, spec: EndpointSpec):
+        self.spec = spec
+        self.supports_n: bool | None = spec.supports_n
+        self.root_url = server_root(spec.base_url)
+        self._openai = openai.AsyncOpenAI(
+            base_url=spec.base_url, api_key=spec.api_key() or "EMPTY", max_retries=0,
+            timeout=openai.Timeout(spec.timeout_sec, connect=min(CONNECT_TIMEOUT_SEC, spec.timeout_sec)),
+        )
+        self._http = httpx.AsyncClient(timeout=min(SIDE_TIMEOUT_SEC, spec.timeout_sec),
+                                       headers=self._auth_headers())
+        self._context_limit: int | None = spec.context_limit
+        self._tokenize_ok: bool | None = None  # None: not tried yet
+        self._tokenize_messages_ok: bool | None = None
+        self._token_cache: OrderedDict[str, int] = OrderedDict()
+
+    def _auth_headers(self) -> dict[str, str]:
+        key = self.spec.api_key()
+        return {"Authorization": f"Bearer {key}"} if key and key != "EMPTY" else {}
+
+    def __repr__(self) -> str:  # never the key
+        return f"ModelClient(base_url={self.spec.base_url!r}, model={self.spec.model!r})"
+
+    async def aclose(self) -> None:
+        await self._openai.close()
+        await self._http.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # -- chat -----------------------------------------------------------------------------------
+
+    def _request_args(self, messages: list[dict], *, n: int, model: str | None,
+                      explicit: dict[str, Any], extra_body: dict | None) -> dict[str, Any]:
+        """spec.sampling defaults under the explicit arguments; server extensions into extra_body."""
+        args: dict[str, Any] = {}
+        extra: dict[str, Any] = {}
+        for key, value in self.spec.sampling.items():
+            (args if key in _OPENAI_SAMPLING_ARGS else extra)[key] = value
+        args.update({k: v for k, v in explicit.items() if v is not None and v is not False})
+        extra.update(extra_body or {})
+        args.update(model=model or self.spec.model, messages=messages)
+        if n > 1:
+            args["n"] = n
+        else:
+            args.pop("n", None)
+        if extra:
+            args["extra_body"] = extra
+        return args
+
+    async def _create(self, args: dict[str, Any]) -> Any:
+        try:
+            resp = await self._openai.chat.completions.create(**args)
+        except (openai.APIError, openai.OpenAIError) as exc:
+            raise map_openai_error(exc) from exc
+        if not getattr(resp, "choices", None):
+            raise BadResponse(f"model server returned no choices (model {args.get('model')!r})")
+        return resp
+
+    async def chat(self, messages: list[dict], *, n: int = 1, temperature: float | None = None,
+                   max_tokens: int | None = None, response_format: dict | None = None, logprobs: bool = False,
+                   top_logprobs: int | None = None, extra_body: dict | None = None, model: str | None = None,
+                   stop: list[str] | str | None = None) -> ChatResult:
+        """One chat completion with ``n`` choices; raises a :class:`ModelError` subclass on failure.
+
+        When the server returns fewer than ``n`` choices (llama-cpp-python ignores ``n``), the rest are
+        filled by parallel single requests, and later calls go straight to single requests.
+        """
+        if n < 1:
+            raise ValueError(f"n must be at least 1, got {n}")
+        explicit = {"temperature": temperature, "max_tokens": max_tokens, "response_format": response_format,
+                    "logprobs": logprobs, "top_logprobs": top_logprobs, "stop": stop}
+        if top_logprobs:
+            explicit["logprobs"] = True
+        started = time.monotonic()
+        responses: list[Any] = []
+        if n == 1 or self.supports_n is not False:
+            first = await self._create(self._request_args(messages, n=n, model=model, explicit=explicit,
+                                                          extra_body=extra_body))
+            responses.append(first)
+            missing = n - len(first.choices)
+            if n > 1:
+                if missing > 0:
+                    if self.supports_n is not False:
+                        log.info("%s returned %d of %d choices; filling with single requests from now on",
+                                 self.spec.base_url, len(first.choices), n)
+                    self.supports_n = False
+                elif self.supports_n is None:
+                    self.supports_n = True
+        else:
+            missing = n
+        if missing > 0:
+            single = self._request_args(messages, n=1, model=model, explicit=explicit, extra_body=extra_body)
+            try:
+                async with asyncio.TaskGroup() as tg:
+                    tasks = [tg.create_task(self._create(dict(single))) for _ in range(missing)]
+            except ExceptionGroup as group:  # callers catch ModelError, not groups
+                raise group.exceptions[0] from group
+            responses.extend(t.result() for t in tasks)
+        return self._result(responses, messages, n, time.monotonic() - started, model)
+
+    def _result(self, responses: list[Any], messages: list[dict], n: int, latency: float,
+                model: str | None) -> ChatResult:
+        choices: list[Choice] = []
+        input_tokens = output_tokens = 0
+        cached: int | None = None
+        estimated = False
+        for resp in responses:
+            for ch in resp.choices:
+                choices.append(_choice(ch))
+            usage = getattr(resp, "usage", None)
+            if usage is not None and usage.prompt_tokens is not None:
+                input_tokens += usage.prompt_tokens or 0
+                output_tokens += usage.completion_tokens or 0
+                details = getattr(usage, "prompt_tokens_details", None)
+                if details is not None and getattr(details, "cached_tokens", None) is not None:
+                    cached = (cached or 0) + details.cached_tokens
+            else:
+                estimated = True
+                input_tokens += len(json.dumps(messages)) // 4
+                output_tokens += sum(len(_choice(c).text) // 4 for c in resp.choices)
+        return ChatResult(choices=choices[:n], input_tokens=input_tokens, output_tokens=output_tokens,
+                          cached_input_tokens=cached, latency_sec=latency,
+                          model=getattr(responses[0], "model", None) or model or self.spec.model,
+                          requests=len(responses), usage_estimated=estimated)
+
+    # -- what the OpenAI API does not say ---------------------------------------------------------
+
+    async def _get_json(self, url: str) -> Any | None:
+        try:
+            resp = await self._http.get(url)
+        except httpx.HTTPError as exc:
+            log.debug("GET %s failed: %s", url, exc)
+            return None
+        if resp.status_code != 200:
+            return None
+        try:
+            return resp.json()
+        except ValueError:
+            return None
+
+    async def context_limit(self) -> int:
+        """Tokens the server accepts: the spec's value, else the server's, else 8192 (with a warning)."""
+        if self._context_limit:
+            return self._context_limit
+        limit = None
+        models = await self._get_json(f"{self.spec.base_url.rstrip('/')}/models")
+        if isinstance(models, dict) and isinstance(models.get("data"), list):
+            cards = [c for c in models["data"] if isinstance(c, dict)]
+            mine = [c for c in cards if c.get("id") == self.spec.model] or cards
+            for card in mine:
+                limit = _int(card.get("max_model_len"))  # vLLM
+                if limit:
+                    break
+        if not limit:
+            props = await self._get_json(f"{self.root_url}/props")  # llama.cpp
+            if isinstance(props, dict):
+                limit = _int((props.get("default_generation_settings") or {}).get("n_ctx"))
+        if not limit:
+            slots = await self._get_json(f"{self.root_url}/slots")  # older llama.cpp
+            if isinstance(slots, list) and slots and isinstance(slots[0], dict):
+                limit = _int(slots[0].get("n_ctx"))
+        if not limit:
+            log.warning("%s does not say its context limit; assuming %d tokens (set context_limit in the "
+                        "endpoint spec)", self.spec.base_url, DEFAULT_CONTEXT_LIMIT)
+            limit = DEFAULT_CONTEXT_LIMIT
+        self._context_limit = limit
+        return limit
+
+    async def count_tokens(self, content: str | list[dict]) -> int:
+        """Tokens in a text or a message list, from the server's ``/tokenize`` when it has one.
+
+        Without one (hosted APIs), ``len(text) // 4``. Results are cached per text.
+        """
+        if isinstance(content, str):
+            key, text, messages = content, content, None
+        else:
+            messages = content
+            text = "\n".join(f"<|{m.get('role', '')}|>\n{_message_text(m)}" for m in messages)
+            key = "\0messages\0" + json.dumps(messages, sort_keys=True, default=str)
+        if key in self._token_cache:
+            self._token_cache.move_to_end(key)
+            return self._token_cache[key]
+        count = None
+        if self._tokenize_ok is not False:
+            if messages is not None and self._tokenize_messages_ok is not False:
+                count = await self._tokenize({"model": self.spec.model, "messages": messages})
+                self._tokenize_messages_ok = count is not None
+            if count is None:
+                count = await self._tokenize({"model": self.spec.model, "prompt": text, "content": text})
+                if messages is not None and count is not None:
+                    count += 4 * len(messages)  # chat-template markers per message
+                if self._tokenize_ok is None:
+                    self._tokenize_ok = count is not None
+                    if count is None:
+                        log.info("%s has no /tokenize; counting tokens as len//4", self.root_url)
+        if count is None:
+            count = len(text) // 4 + (4 * len(messages) if messages else 0)
+        self._token_cache[key] = count
+        if len(self._token_cache) > 512:
+            self._token_cache.popitem(last=False)
+        return count
+
+    async def _tokenize(self, body: dict) -> int | None:
+        try:
+            resp = await self._http.post(f"{self.root_url}/tokenize", json=body)
+        except httpx.HTTPError as exc:
+            log.debug("POST /tokenize failed: %s", exc)
+            return None
+        if resp.status_code != 200:
+            return None
+        try:
+            data = resp.json()
+        except ValueError:
+            return None
+        if not isinstance(data, dict):
+            return None
+        if isinstance(data.get("count"), int):
+            return data["count"]
+        if isinstance(data.get("tokens"), list):
+            return len(data["tokens"])
+        return None
+
+    async def health(self) -> bool:
+        """True when the server answers ``/health`` (or, for hosted APIs without one, ``/v1/models``)."""
+        try:
+            resp = await self._http.get(f"{self.root_url}/health")
+            if resp.status_code == 200:
+                return True
+            if resp.status_code != 404:
+                return False
+            resp = await self._http.get(f"{self.spec.base_url.rstrip('/')}/models")
+            return resp.status_code == 200
+        except httpx.HTTPError:
+            return False
+
+
+def _message_text(message: dict) -> str:
+    content = message.get("content", "")
+    if isinstance(content, list):  # content parts
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return str(content or "")
+
+
+def _choice(ch: Any) -> Choice:
+    message = getattr(ch, "message", None)
+    text = (getattr(message, "content", None) or "") if message is not None else ""
+    lps = None
+    raw = getattr(ch, "logprobs", None)
+    if raw is not None and getattr(raw, "content", None) is not None:
+        lps = [
+            TokenLogprob(token=t.token, logprob=t.logprob,
+                         top_logprobs={a.token: a.logprob for a in (t.top_logprobs or [])})
+            for t in raw.content
+        ]
+    return Choice(text=text, finish_reason=getattr(ch, "finish_reason", None), logprobs=lps)
