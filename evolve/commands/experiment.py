@@ -1,0 +1,79 @@
+"""`rise init`, `rise freeze`, `rise status`: the experiment store from the command line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ..experiment import ExperimentConfig
+from ..freeze import freeze
+from ..store import StoreError, init_experiment, open_experiment
+
+console = Console()
+
+
+def init_cmd(
+    name: str = typer.Argument(..., help="experiment name; creates runs/NAME/"),
+    config: Path = typer.Option(..., "--config", help="experiment TOML: endpoint, tasks (dev/held-out), r, policy"),
+    runs_dir: Path = typer.Option(Path("runs"), help="where experiments live"),
+) -> None:
+    """Create an experiment: frozen experiment.toml, ledger, and a harness git repo from the seed (tag v0)."""
+    try:
+        exp = init_experiment(name, ExperimentConfig.load(config), runs_dir=runs_dir)
+    except (ValueError, StoreError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1) from None
+    console.print(f"created {exp.root} (harness repo {exp.harness_dir}, tag v0 = {exp.commit_of('v0')[:10]})")
+
+
+def freeze_cmd(
+    name: str = typer.Argument(..., help="experiment name or path"),
+    version: str = typer.Argument(..., help="adopted version tag, e.g. v1"),
+    output: Path = typer.Option(..., "-o", "--output", help="file to write (.rhz)"),
+    runs_dir: Path = typer.Option(Path("runs")),
+) -> None:
+    """Freeze an adopted version into one file that `rise eval --agent FILE` runs anywhere."""
+    try:
+        manifest = freeze(open_experiment(name, runs_dir), version, output)
+    except (ValueError, StoreError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1) from None
+    console.print(f"wrote {output}: {manifest['name']} commit {manifest['commit'][:10]}, "
+                  f"{len(manifest['files'])} files, evolved for {manifest['evolved_for']['model']}")
+
+
+def status_cmd(
+    name: str = typer.Argument(..., help="experiment name or path"),
+    runs_dir: Path = typer.Option(Path("runs")),
+) -> None:
+    """Versions with their evaluations, rounds and decisions recorded in the ledger."""
+    try:
+        exp = open_experiment(name, runs_dir)
+    except StoreError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1) from None
+    led = exp.ledger
+    table = Table(title=f"{exp.config.name}: versions")
+    for col in ("version", "commit", "Pass@1", "Pass^r", "Pass@r", "Flip", "complete"):
+        table.add_column(col)
+    for v in exp.versions():
+        commit = exp.commit_of(v)
+        evals = led.find("evaluation", commit=commit)
+        m = evals[-1].metrics if evals else {}
+        table.add_row(v, commit[:10], *(f"{m[k]:.3f}" if isinstance(m.get(k), float) else "—"
+                                       for k in ("pass_at_1", "pass_hat_r", "pass_at_r", "flip")),
+                      str(evals[-1].complete) if evals else "—")
+    console.print(table)
+    rounds = led.find("round_start")
+    decisions = led.find("adoption") + led.find("rejection")
+    console.print(f"rounds: {len(rounds)}, candidates: {len(led.find('candidate_created'))}, "
+                  f"decisions: {len(decisions)}, trials recorded: {len(led.find('trial_done'))}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("init")(init_cmd)
+    app.command("freeze")(freeze_cmd)
+    app.command("status")(status_cmd)
