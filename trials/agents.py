@@ -1,0 +1,167 @@
+"""Which agent a trial runs, and how to start it as a subprocess.
+
+Every agent — the oracle included — is a command line (``AgentSpec.argv``) the runner launches in its own
+process group, so one timeout/kill path covers all of them. Placeholders in ``argv``: ``{spec}`` (the trial
+spec JSON) and ``{task}`` (the task folder on the host).
+
+``resolve_agent(ref)`` understands: ``oracle``; ``seed`` (the ``harness_seed`` package of this project); a
+harness package directory; a frozen harness file (``.tar.gz``/``.tgz``/``.rhz``: a gzipped tar holding
+``harness/`` and ``manifest.json``, extracted once per content hash into the cache).
+
+This module is also the oracle's entry point: ``python -m trials.agents oracle --task DIR --spec PATH``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import importlib.util
+import json
+import os
+import sys
+import tarfile
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+FROZEN_SUFFIXES = (".tar.gz", ".tgz", ".rhz")
+_SKIP_PARTS = {"__pycache__", ".git", ".pytest_cache", ".ruff_cache"}
+
+
+class AgentSpec(BaseModel):
+    """An agent as the runner sees it: a command line and a version id."""
+
+    kind: Literal["oracle", "process"]
+    name: str
+    argv: list[str] = Field(description="command line; {spec} and {task} are substituted per trial")
+    env: dict[str, str] = Field(default_factory=dict, description="added to the runner's environment")
+    harness_version: str = Field(description="content-derived id recorded in every result")
+    harness_dir: str | None = None
+
+    def command(self, spec_path: Path, task_path: Path) -> list[str]:
+        return [a.replace("{spec}", str(spec_path)).replace("{task}", str(task_path)) for a in self.argv]
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("RISE_CACHE", Path.home() / ".cache" / "riseharness"))
+
+
+def tree_hash(root: Path) -> str:
+    """sha256 over relative paths and contents of every file under ``root`` (caches excluded)."""
+    h = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        rel = path.relative_to(root)
+        if _SKIP_PARTS.intersection(rel.parts) or path.suffix == ".pyc":
+            continue
+        h.update(str(rel).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def oracle_agent() -> AgentSpec:
+    return AgentSpec(kind="oracle", name="oracle", harness_version="oracle",
+                     argv=[sys.executable, "-m", "trials.agents", "oracle", "--task", "{task}", "--spec", "{spec}"])
+
+
+def harness_agent(harness_dir: Path, name: str | None = None, version: str | None = None) -> AgentSpec:
+    """A harness package directory run through ``monitor.host`` when it exists, else plainly."""
+    harness_dir = harness_dir.resolve()
+    if not (harness_dir / "main.py").is_file():
+        raise ValueError(f"{harness_dir}: not a harness package (no main.py)")
+    name = name or harness_dir.name
+    version = version or f"{name}-{tree_hash(harness_dir)[:12]}"
+    if importlib.util.find_spec("monitor.host") is not None:
+        argv = [sys.executable, "-m", "monitor.host", "--harness", str(harness_dir), "--spec", "{spec}"]
+        env: dict[str, str] = {}
+    else:
+        argv = [sys.executable, "-m", harness_dir.name, "--spec", "{spec}"]
+        parent = str(harness_dir.parent)
+        env = {"PYTHONPATH": os.pathsep.join(p for p in (parent, os.environ.get("PYTHONPATH", "")) if p)}
+    return AgentSpec(kind="process", name=name, argv=argv, env=env, harness_version=version,
+                     harness_dir=str(harness_dir))
+
+
+def extract_frozen(path: Path) -> tuple[Path, dict]:
+    """Unpack a frozen harness once per content hash; returns (harness dir, manifest)."""
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    dest = cache_root() / "frozen" / digest[:16]
+    if not (dest / "manifest.json").is_file():
+        tmp = dest.with_name(dest.name + f".tmp{os.getpid()}")
+        tmp.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(path, "r:gz") as tar:
+            tar.extractall(tmp, filter="data")  # refuses absolute paths, .. and devices
+        if not (tmp / "manifest.json").is_file() or not (tmp / "harness" / "main.py").is_file():
+            raise ValueError(f"{path}: a frozen harness holds manifest.json and harness/main.py")
+        try:
+            os.replace(tmp, dest)
+        except OSError:  # another process won the race; its copy is identical
+            pass
+    manifest = json.loads((dest / "manifest.json").read_text())
+    return dest / "harness", manifest
+
+
+def resolve_agent(ref: str) -> AgentSpec:
+    """``oracle``, ``seed``, a harness directory or a frozen harness file → :class:`AgentSpec`."""
+    if ref == "oracle":
+        return oracle_agent()
+    if ref == "seed":
+        spec = importlib.util.find_spec("harness_seed")
+        if spec is None or not spec.submodule_search_locations:
+            raise ValueError("the harness_seed package is not installed")
+        return harness_agent(Path(next(iter(spec.submodule_search_locations))), name="seed")
+    path = Path(ref)
+    if path.is_dir():
+        return harness_agent(path)
+    if path.is_file() and path.name.endswith(FROZEN_SUFFIXES):
+        hdir, manifest = extract_frozen(path)
+        version = manifest.get("version") or manifest.get("commit")
+        name = manifest.get("name") or path.name.split(".")[0]
+        return harness_agent(hdir, name=name, version=str(version) if version else None)
+    raise ValueError(f"unknown agent {ref!r}: use oracle, seed, a harness directory or a frozen harness file")
+
+
+# ---------------------------------------------------------------------------------------------- the oracle
+async def run_oracle(task_dir: Path, spec_path: Path) -> int:
+    """Upload ``solution/`` to ``/solution`` and run ``solve.sh`` in the trial's sandbox."""
+    from .harness_api import AgentOutcome, TrialSpec, attach_environment
+    from .tasks import load_task
+
+    spec = TrialSpec.load(spec_path)
+    task = load_task(task_dir)
+    agent_dir = Path(spec.agent_dir)
+    outcome = AgentOutcome(status="completed")
+    try:
+        if task.solution_dir is None:
+            raise FileNotFoundError(f"{task.path}: the task has no solution/ folder")
+        env = attach_environment(spec.env)
+        await env.upload(task.solution_dir, "/solution")
+        res = await env.exec("bash /solution/solve.sh", cwd=spec.workdir, env=dict(task.config.solution.env),
+                             timeout=spec.timeout_sec, user=task.config.agent.user)
+        (agent_dir / "oracle.log").write_text(f"$ bash /solution/solve.sh  (exit {res.returncode})\n"
+                                              f"--- stdout\n{res.stdout}\n--- stderr\n{res.stderr}\n")
+        outcome.episodes = 1
+        outcome.metadata = {"returncode": res.returncode, "timed_out": res.timed_out}
+        if res.timed_out:
+            outcome.status, outcome.error_kind, outcome.error = "error", "timeout", "solve.sh timed out"
+    except Exception as exc:  # noqa: BLE001 - the runner reads the outcome; a crash is an agent error
+        outcome.status, outcome.error_kind, outcome.error = "error", "crash", f"{type(exc).__name__}: {exc}"
+        infra = getattr(exc, "cause", None)
+        if infra == "model_unreachable":
+            outcome.error_kind = infra
+    outcome.write(agent_dir)
+    return 0 if outcome.status == "completed" else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m trials.agents")
+    sub = parser.add_subparsers(dest="agent", required=True)
+    oracle = sub.add_parser("oracle", help="run the task's solution/solve.sh in the trial sandbox")
+    oracle.add_argument("--task", required=True, type=Path)
+    oracle.add_argument("--spec", required=True, type=Path)
+    args = parser.parse_args(argv)
+    return asyncio.run(run_oracle(args.task, args.spec))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

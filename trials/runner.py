@@ -1,0 +1,288 @@
+"""One trial: sandbox up → agent in its own process group → tests → reward → ``result.json``.
+
+Outcome rules (the runner never raises for a bad task; everything lands in ``result.json``):
+- ⊥ (``infra``): the sandbox could not start (``image_build``, ``sandbox``...), the task cannot run in this
+  environment (``unsupported_task``), the harness reported ``model_unreachable``, the sandbox failed while
+  verifying, or the runner itself hit an unexpected exception (``runner_error``, traceback kept).
+- Otherwise the verifier always runs (also after an agent timeout or error: the tests decide what the agent
+  left behind, as in Harbor). ``passed`` iff the reward is 1.0. A trial that is not passed is ``failed`` with
+  the first cause in this order: ``agent_timeout``, ``agent_error``, ``verifier_timeout``, ``verifier_error``
+  (no or unreadable reward), ``task_failure``.
+- Reward: ``/logs/verifier/reward.json`` wins over ``reward.txt``. JSON may be a number, or an object: its
+  ``reward`` key when present, else the mean of its numeric values. ``reward.txt`` holds one float. A task
+  with ``legacy_exit_code`` and no reward file scores 1.0 iff ``test.sh`` exited 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import logging
+import os
+import signal
+import time
+import traceback
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .agents import AgentSpec
+from .endpoints.spec import EndpointSpec
+from .environments.base import Environment
+from .errors import InfraError, TaskError
+from .harness_api import AgentOutcome, TrialSpec, write_json_atomic
+from .results import TrialResult
+
+log = logging.getLogger(__name__)
+
+KILL_GRACE_SEC = 5.0
+STOP_TIMEOUT_SEC = 60.0
+# Oracle trials get a placeholder endpoint: TrialSpec requires one, the oracle never calls it.
+NO_ENDPOINT = EndpointSpec(base_url="http://127.0.0.1:9/v1", model="none")
+
+EnvFactory = Callable[[str, Any, Path, str | None], Environment]
+
+
+class _Infra(Exception):
+    """Internal: stop the trial as ⊥ with this cause."""
+
+    def __init__(self, cause: str, message: str, log_path: str | None = None):
+        super().__init__(message)
+        self.cause, self.message, self.log_path = cause, message, log_path
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def _default_factory(kind: str, task: Any, trial_dir: Path, job_id: str | None) -> Environment:
+    from .environments.factory import make_environment
+
+    return make_environment(kind, task, trial_dir, job_id)
+
+
+def parse_reward(verifier_dir: Path) -> tuple[float | None, str | None, Any, str | None]:
+    """(reward, source, detail, error) from the files the verifier wrote (see the module docstring)."""
+    jpath, tpath = verifier_dir / "reward.json", verifier_dir / "reward.txt"
+    if jpath.is_file():
+        try:
+            data = json.loads(jpath.read_text())
+        except ValueError as exc:
+            return None, "reward.json", None, f"reward.json is not JSON: {exc}"
+        if isinstance(data, bool) or not isinstance(data, (int, float, dict)):
+            return None, "reward.json", data, "reward.json must be a number or an object"
+        if isinstance(data, dict):
+            if "reward" in data and isinstance(data["reward"], (int, float)) and not isinstance(data["reward"], bool):
+                return float(data["reward"]), "reward.json", data, None
+            nums = [v for v in data.values() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+            if not nums:
+                return None, "reward.json", data, "reward.json has no numeric value"
+            return sum(nums) / len(nums), "reward.json", data, None
+        return float(data), "reward.json", data, None
+    if tpath.is_file():
+        text = tpath.read_text().strip()
+        try:
+            return float(text), "reward.txt", None, None
+        except ValueError:
+            return None, "reward.txt", None, f"reward.txt is not a number: {text[:80]!r}"
+    return None, None, None, "the verifier wrote no reward.txt or reward.json"
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def _kill_group_now(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+async def _terminate(proc: asyncio.subprocess.Process) -> None:
+    """SIGTERM the agent's whole process group, SIGKILL it after a grace period."""
+    pgid = proc.pid  # start_new_session: the agent leads its own group
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    try:
+        await asyncio.wait_for(proc.wait(), KILL_GRACE_SEC)
+    except TimeoutError:
+        pass
+    _kill_group_now(pgid)
+    await proc.wait()
+
+
+async def run_agent_process(agent: AgentSpec, spec_path: Path, task_path: Path, agent_dir: Path,
+                            timeout: float) -> tuple[int | None, bool, float]:
+    """Launch the agent in its own session; returns (exit code, timed out, seconds)."""
+    cmd = agent.command(spec_path, task_path)
+    env = {**os.environ, **agent.env, "RISE_TRIAL_SPEC": str(spec_path)}
+    t0 = time.monotonic()
+    with open(agent_dir / "stdout.log", "ab") as out:  # noqa: ASYNC230 - a local file, opened once
+        out.write(f"$ {' '.join(cmd)}\n".encode())
+        out.flush()
+        proc = await asyncio.create_subprocess_exec(*cmd, stdin=asyncio.subprocess.DEVNULL, stdout=out,
+                                                    stderr=asyncio.subprocess.STDOUT, env=env,
+                                                    start_new_session=True)
+    # Lets a resumed job find and kill an agent orphaned by a killed runner (checked against its cmdline).
+    (agent_dir / "agent.pid").write_text(f"{proc.pid}\n")
+    timed_out = False
+    try:
+        await asyncio.wait_for(proc.wait(), timeout)
+    except TimeoutError:
+        timed_out = True
+        await _terminate(proc)
+    finally:
+        if proc.returncode is None:  # cancelled: no awaiting here, just make sure nothing survives
+            _kill_group_now(proc.pid)
+    if _group_alive(proc.pid):  # children the agent left behind
+        _kill_group_now(proc.pid)
+    return proc.returncode, timed_out, time.monotonic() - t0
+
+
+def _read_outcome(agent_dir: Path) -> tuple[AgentOutcome | None, str | None]:
+    path = agent_dir / "agent_result.json"
+    if not path.is_file():
+        return None, "the agent wrote no agent_result.json"
+    try:
+        return AgentOutcome.model_validate_json(path.read_text()), None
+    except ValueError as exc:
+        return None, f"unreadable agent_result.json: {exc}"
+
+
+async def run_trial(task: Any, agent: AgentSpec, endpoint: EndpointSpec | None, trial_dir: Path,
+                    env_kind: str, job_id: str | None, settings: dict[str, Any] | None = None,
+                    verifier_endpoint: EndpointSpec | None = None, *, repetition: int = 1,
+                    env_factory: EnvFactory | None = None, agent_timeout_sec: float | None = None) -> TrialResult:
+    """Run one trial in ``trial_dir`` and write its ``result.json``. Never raises for a bad task or agent
+    (only for cancellation); the sandbox is always stopped."""
+    trial_dir = Path(trial_dir).resolve()
+    agent_dir, verifier_dir = trial_dir / "agent", trial_dir / "verifier"
+    for d in (agent_dir, verifier_dir):
+        d.mkdir(parents=True, exist_ok=True)
+    res = TrialResult(trial_name=trial_dir.name, run_id=uuid.uuid4().hex, job_id=job_id, task_name=task.name,
+                      repetition=repetition, status="infra", env_kind=env_kind, agent_name=agent.name,
+                      harness_version=agent.harness_version, model=endpoint.model if endpoint else None,
+                      started_at=_now())
+    write_json_atomic(trial_dir / "config.json", {
+        "trial_name": trial_dir.name, "run_id": res.run_id, "job_id": job_id, "task_name": task.name,
+        "task_path": str(task.path), "repetition": repetition, "env_kind": env_kind,
+        "agent": agent.model_dump(mode="json"), "settings": settings or {},
+        "endpoint": endpoint.model_dump(mode="json") if endpoint else None,
+        "verifier_endpoint": verifier_endpoint.model_dump(mode="json") if verifier_endpoint else None,
+    })
+    t_total = time.monotonic()
+    env: Environment | None = None
+    try:
+        factory = env_factory or _default_factory
+        t0 = time.monotonic()
+        try:
+            env = factory(env_kind, task, trial_dir, job_id)
+            await env.start()
+        except InfraError as exc:
+            raise _Infra(exc.cause, str(exc), exc.log_path) from exc
+        except TaskError as exc:
+            raise _Infra("unsupported_task", str(exc)) from exc
+        finally:
+            res.durations.env_start = time.monotonic() - t0
+        await _agent_phase(res, task, agent, endpoint, verifier_endpoint, env, trial_dir, settings,
+                           agent_timeout_sec)
+        await _verifier_phase(res, task, env, verifier_dir)
+    except _Infra as exc:
+        res.status, res.failure_class = "infra", None
+        res.infra_cause, res.infra_message, res.infra_log_path = exc.cause, exc.message, exc.log_path
+    except InfraError as exc:  # the sandbox died under the agent or verifier phase
+        res.status, res.failure_class = "infra", None
+        res.infra_cause, res.infra_message, res.infra_log_path = exc.cause, str(exc), exc.log_path
+    except Exception as exc:  # a runner bug must not take the grid down: ⊥ with the evidence
+        log.exception("trial %s crashed", trial_dir.name)
+        res.status, res.failure_class = "infra", None
+        res.infra_cause, res.infra_message = "runner_error", f"{type(exc).__name__}: {exc}"
+        res.traceback = traceback.format_exc()
+    finally:
+        if env is not None:
+            t0 = time.monotonic()
+            try:
+                await asyncio.wait_for(env.stop(), STOP_TIMEOUT_SEC)
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:  # noqa: BLE001 - a failed stop is recorded, never fatal
+                res.notes.append(f"env.stop failed: {type(exc).__name__}: {exc}")
+            res.durations.env_stop = time.monotonic() - t0
+    res.durations.total = time.monotonic() - t_total
+    res.finished_at = _now()
+    res.write(trial_dir)
+    return res
+
+
+async def _agent_phase(res: TrialResult, task: Any, agent: AgentSpec, endpoint: EndpointSpec | None,
+                       verifier_endpoint: EndpointSpec | None, env: Environment, trial_dir: Path,
+                       settings: dict[str, Any] | None, agent_timeout_sec: float | None) -> None:
+    agent_dir = trial_dir / "agent"
+    timeout = agent_timeout_sec or task.config.agent.timeout_sec
+    spec = TrialSpec(trial_id=f"{res.job_id}/{res.trial_name}" if res.job_id else res.trial_name,
+                     task_name=task.name, instruction=task.instruction, env=env.handle(),
+                     endpoint=endpoint or NO_ENDPOINT, verifier_endpoint=verifier_endpoint,
+                     agent_dir=str(agent_dir), timeout_sec=timeout, workdir=task.config.environment.workdir,
+                     settings=settings or {}, harness_version=agent.harness_version)
+    spec_path = agent_dir / "trial_spec.json"
+    spec.dump(spec_path)
+    rc, timed_out, seconds = await run_agent_process(agent, spec_path, Path(task.path), agent_dir, timeout)
+    res.durations.agent = seconds
+    res.agent_exit_code, res.agent_timed_out = rc, timed_out
+    outcome, problem = _read_outcome(agent_dir)
+    if outcome is None:
+        res.agent_status, res.agent_error = "missing", problem
+        return
+    res.agent_status, res.agent_error_kind, res.agent_error = outcome.status, outcome.error_kind, outcome.error
+    res.episodes, res.cost = outcome.episodes, outcome.cost
+    if outcome.error_kind == "model_unreachable":
+        raise _Infra("model_unreachable", outcome.error or "the model server was unreachable")
+
+
+async def _verifier_phase(res: TrialResult, task: Any, env: Environment, verifier_dir: Path) -> None:
+    vconf = task.config.verifier
+    t0 = time.monotonic()
+    try:
+        await env.upload(Path(task.tests_dir), "/tests")
+        await env.exec("mkdir -p /logs/verifier", timeout=30)  # so the download below finds a folder
+        vres = await env.exec("bash /tests/test.sh", cwd=task.config.environment.workdir, env=dict(vconf.env),
+                              timeout=vconf.timeout_sec, user=vconf.user)
+        (verifier_dir / "test-stdout.txt").write_text(vres.stdout)
+        (verifier_dir / "test-stderr.txt").write_text(vres.stderr)
+        res.verifier.returncode, res.verifier.timed_out = vres.returncode, vres.timed_out
+        logs = verifier_dir / "logs"
+        await env.download("/logs/verifier", logs)
+    finally:
+        res.durations.verifier = time.monotonic() - t0
+    # An environment may copy the folder itself or only its contents; accept both.
+    found = logs / "verifier" if (logs / "verifier").is_dir() and not (logs / "reward.txt").exists() else logs
+    reward, source, detail, error = parse_reward(found)
+    if reward is None and getattr(task, "legacy_exit_code", False) and source is None and not vres.timed_out:
+        reward, source, error = (1.0 if vres.returncode == 0 else 0.0), "exit_code", None
+    res.reward = reward
+    res.verifier.reward_source, res.verifier.reward_detail, res.verifier.error = source, detail, error
+    if reward is not None and reward >= 1.0:
+        res.status, res.failure_class = "passed", None
+        return
+    res.status = "failed"
+    if res.agent_timed_out:
+        res.failure_class = "agent_timeout"
+    elif res.agent_status in ("missing", "error"):
+        res.failure_class = "agent_error"
+    elif vres.timed_out:
+        res.failure_class = "verifier_timeout"
+    elif reward is None:
+        res.failure_class = "verifier_error"
+    else:
+        res.failure_class = "task_failure"
