@@ -10,5 +10,6 @@ the step's selection record in ``reply.extra["midharness"]``.
 from __future__ import annotations
 
 from .actor import Actor, MidHarnessActor, PassthroughActor, build_actor
+from .config import MidHarnessSettings
 
-__all__ = ["Actor", "MidHarnessActor", "PassthroughActor", "build_actor"]
+__all__ = ["Actor", "MidHarnessActor", "MidHarnessSettings", "PassthroughActor", "build_actor"]
