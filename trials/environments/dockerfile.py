@@ -139,8 +139,12 @@ def _glob(context: Path, pattern: str) -> list[Path]:
         return []
 
 
-def plan_local(dockerfile: Path, context: Path) -> LocalPlan:
-    """Translate ``dockerfile`` into start steps, or raise ``UnsupportedTaskError`` naming the line."""
+def plan_local(dockerfile: Path, context: Path, base_env: dict[str, str] | None = None) -> LocalPlan:
+    """Translate ``dockerfile`` into start steps, or raise ``UnsupportedTaskError`` naming the line.
+
+    ``base_env`` is the environment the sandbox starts with (PATH...), so ``ENV PATH=/x:$PATH`` expands as in
+    a build on an image that sets it.
+    """
     text = dockerfile.read_text()
 
     def refuse(inst: Instruction, why: str) -> UnsupportedTaskError:
@@ -149,7 +153,7 @@ def plan_local(dockerfile: Path, context: Path) -> LocalPlan:
                                     "run this task with --env docker")
 
     plan = LocalPlan()
-    env: dict[str, str] = {}
+    env: dict[str, str] = dict(base_env or {})
     args: dict[str, str] = {}
     workdir = "/"
     seen_from = False

@@ -1,0 +1,462 @@
+"""The ``local`` sandbox: bubblewrap namespaces on the host, no Docker.
+
+Each trial gets a fresh host folder ``<trial_dir>/sandbox/root`` bound as the sandbox's ``/``; the host's system
+folders (/usr, /etc and the /bin, /lib... links) are bound read-only on top, so ``/app``, ``/logs``, ``/tests``,
+``/solution``, ``/tmp`` and ``/root`` (HOME) are private, writable, and visible to no other trial. The host's
+/root, /work, /home... are simply not there. Network is unshared when the task says ``allow_internet = false``.
+
+``start()`` launches one keeper process (``bwrap ... -- sleep infinity``) that holds the namespaces; ``exec``
+enters them with ``nsenter`` (mount, pid, net, ipc, uts, and the keeper's root), so a tmux server started by one
+exec is still there for the next, whichever process runs it. The keeper uses ``--die-with-parent``: it belongs to
+the process (and thread) that called ``start()``, survives any harness subprocess that ``attach()``es to it, and
+dies with the runner if that is killed. Commands run as root but with Docker's default capability set (no
+CAP_SYS_ADMIN, so nothing inside can remount the host folders writable). CPU/memory limits of task.toml are not
+enforced here (use ``--env docker`` for that).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import logging
+import os
+import pwd
+import select
+import shlex
+import shutil
+import signal
+import subprocess
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from ..errors import EnvironmentBuildError, SandboxError, UnsupportedTaskError
+from .base import Environment, ExecResult
+from .dockerfile import LocalPlan, plan_local
+
+log = logging.getLogger(__name__)
+
+CLEAN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+BASE_ENV = {"PATH": CLEAN_PATH, "HOME": "/root", "LANG": "C.UTF-8", "USER": "root", "SHELL": "/bin/bash"}
+RO_SYSTEM_DIRS = ("/usr", "/etc")
+SYSTEM_LINK_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+TASK_DIRS = ("app", "logs/verifier", "logs/agent", "tests", "solution", "tmp", "root", "var/tmp", "run",
+             "home", "opt", "srv", "mnt")
+# Docker's default capabilities: root inside can chown, kill, bind low ports..., but not mount.
+CAPS = ("chown", "dac_override", "fowner", "fsetid", "kill", "setgid", "setuid", "setpcap", "net_bind_service",
+        "net_raw", "sys_chroot", "mknod", "audit_write", "setfcap")
+MAX_OUTPUT = 8 * 1024 * 1024
+KEEPER_SCRIPT = "trap '' TERM INT HUP QUIT USR1 USR2; while :; do sleep 86400 & wait; done"
+JOB_MARK, TRIAL_MARK = "RISE_SANDBOX_JOB", "RISE_SANDBOX_TRIAL"
+
+
+def bwrap_available() -> bool:
+    return shutil.which("bwrap") is not None and shutil.which("nsenter") is not None
+
+
+def _starttime(pid: int) -> int | None:
+    """Kernel start time of ``pid`` (guards against a recycled pid), or None if it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
+def _read_capped(f) -> str:
+    f.seek(0, os.SEEK_END)
+    size = f.tell()
+    f.seek(0)
+    if size <= MAX_OUTPUT:
+        data = f.read()
+    else:
+        head = f.read(MAX_OUTPUT // 2)
+        f.seek(size - MAX_OUTPUT // 2)
+        data = head + f"\n[... {size - MAX_OUTPUT} bytes of output cut ...]\n".encode() + f.read()
+    return data.decode("utf-8", errors="replace")
+
+
+# ------------------------------------------------------------------------- tar helpers (shared with docker.py)
+
+
+def pack(src: Path, arcname: str) -> bytes:
+    """A tar of host path ``src`` whose single top entry is named ``arcname``."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        tar.add(str(src), arcname=arcname)
+    return buf.getvalue()
+
+
+def unpack_single(data: bytes, name: str, dst: Path) -> None:
+    """Extract a tar whose top entry is ``name`` so that host path ``dst`` becomes that entry (dirs merge)."""
+    dst = Path(dst)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=dst.parent, prefix=".rise-dl-") as tmp:
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            tar.extractall(tmp, filter="data")
+        item = Path(tmp) / name
+        if not item.exists() and not item.is_symlink():
+            raise FileNotFoundError(f"{name} missing from the archive")
+        if item.is_dir() and not item.is_symlink():
+            shutil.copytree(item, dst, symlinks=True, dirs_exist_ok=True)
+        else:
+            if dst.is_dir() and not dst.is_symlink():
+                shutil.rmtree(dst)
+            os.replace(item, dst)
+
+
+def split_sandbox_path(path: str) -> tuple[str, str]:
+    """(parent, basename) of an absolute sandbox path; refuses ``/``."""
+    p = Path("/") / path
+    if str(p) == "/":
+        raise ValueError("cannot copy the sandbox root itself")
+    return str(p.parent), p.name
+
+
+# ------------------------------------------------------------------------------------------------ sandbox
+
+
+class LocalEnvironment(Environment):
+    """A bubblewrap sandbox for one trial (see the module docstring)."""
+
+    kind = "local"
+
+    def __init__(self, task: Any, trial_dir: str | os.PathLike, job_id: str | None = None):
+        self.task = task
+        self.trial_dir = Path(trial_dir).resolve()
+        self.job_id = job_id
+        self.sandbox_dir = self.trial_dir / "sandbox"
+        self.root = self.sandbox_dir / "root"
+        self.build_log = self.sandbox_dir / "build.log"
+        cfg = task.config.environment
+        self.allow_internet = bool(cfg.allow_internet)
+        self.workdir = cfg.workdir or "/app"
+        self.env: dict[str, str] = dict(BASE_ENV)
+        self.pid: int | None = None
+        self._starttime: int | None = None
+        self._proc: subprocess.Popen | None = None
+        self._owner = True
+        self._plan: LocalPlan | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def plan(self) -> LocalPlan:
+        """The task's Dockerfile as start steps; raises UnsupportedTaskError for what needs docker."""
+        if self._plan is None:
+            dockerfile = self.task.dockerfile
+            self._plan = (plan_local(Path(dockerfile), Path(self.task.environment_dir), base_env=BASE_ENV)
+                          if dockerfile else LocalPlan())
+            for step in self._plan.steps:
+                if step.kind == "copy" and _under(step.dest, RO_SYSTEM_DIRS + SYSTEM_LINK_DIRS):
+                    raise UnsupportedTaskError(
+                        f"{dockerfile}:{step.lineno}", "COPY",
+                        f"COPY into the read-only host folder {step.dest}; run this task with --env docker")
+        return self._plan
+
+    def _bwrap_argv(self, info_fd: int) -> list[str]:
+        argv = ["bwrap", "--bind", str(self.root), "/"]
+        for d in RO_SYSTEM_DIRS:
+            argv += ["--ro-bind", d, d]
+        for d in SYSTEM_LINK_DIRS:
+            if os.path.islink(d):
+                argv += ["--symlink", os.readlink(d), d]
+            elif os.path.isdir(d):
+                argv += ["--ro-bind", d, d]
+        argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/dev/shm",
+                 "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+                 "--hostname", "sandbox", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+                 "--info-fd", str(info_fd), "--chdir", "/", "--clearenv", "--setenv", "PATH", CLEAN_PATH]
+        if not self.allow_internet:
+            argv.append("--unshare-net")
+        # The keeper is pid 1 itself (--as-pid-1): the kernel ignores signals from inside the sandbox to it, so
+        # an agent's `kill -9 -1` or `pkill sleep` cannot end the sandbox; bash as pid 1 reaps orphans.
+        return [*argv, "--as-pid-1", "--", "/bin/bash", "-c", KEEPER_SCRIPT]
+
+    async def start(self) -> None:
+        if not bwrap_available():
+            raise SandboxError("the local sandbox needs bubblewrap (bwrap) and nsenter on the host")
+        plan = self.plan()
+        self.workdir = _choose_workdir(self.task.config.environment.workdir, plan.workdir)
+        self.env = {**BASE_ENV, **plan.env, **{k: str(v) for k, v in self.task.config.environment.env.items()}}
+        if self.sandbox_dir.exists():
+            shutil.rmtree(self.sandbox_dir)
+        for sub in TASK_DIRS:
+            (self.root / sub).mkdir(parents=True, exist_ok=True)
+        (self.root / "tmp").chmod(0o1777)
+        (self.root / self.workdir.lstrip("/")).mkdir(parents=True, exist_ok=True)
+        self._launch_keeper()
+        try:
+            await self._replay(plan)
+        except BaseException:
+            await self.stop()
+            raise
+
+    def _launch_keeper(self) -> None:
+        read_fd, write_fd = os.pipe()
+        keeper_log = self.sandbox_dir / "keeper.log"
+        marks = {"PATH": CLEAN_PATH, JOB_MARK: self.job_id or "", TRIAL_MARK: str(self.trial_dir)}
+        with keeper_log.open("wb") as errf:
+            # Popen, not asyncio: the keeper must not depend on the event loop that happened to start it.
+            self._proc = subprocess.Popen(self._bwrap_argv(write_fd), pass_fds=(write_fd,), env=marks,
+                                          stdin=subprocess.DEVNULL, stdout=errf, stderr=errf,
+                                          start_new_session=True)
+        os.close(write_fd)
+        try:
+            info = _read_info(read_fd, timeout=20)
+        finally:
+            os.close(read_fd)
+        if info is None or "child-pid" not in info:
+            self._proc.kill()
+            self._proc.wait()
+            raise SandboxError(f"bubblewrap did not start: {keeper_log.read_text(errors='replace')[-2000:]}",
+                               log_path=str(keeper_log))
+        self.pid = int(info["child-pid"])
+        self._starttime = _starttime(self.pid)
+        # bwrap reports the pid before it has built the mounts; the sandbox is ready once pid 1 runs bash.
+        deadline = time.monotonic() + 20
+        while not _is_bash(self.pid):
+            if self._proc.poll() is not None or time.monotonic() > deadline:
+                self._proc.kill()
+                self._proc.wait()
+                raise SandboxError(f"bubblewrap did not finish setting up: {keeper_log.read_text()[-2000:]}",
+                                   log_path=str(keeper_log))
+            time.sleep(0.002)
+
+    async def _replay(self, plan: LocalPlan) -> None:
+        """Run the Dockerfile's WORKDIR/COPY/RUN steps in order; RUN output goes to build.log."""
+        cfg = self.task.config.environment
+        deadline = time.monotonic() + float(cfg.build_timeout_sec or 600)
+        context = Path(self.task.environment_dir)
+        with self.build_log.open("a") as logf:
+            logf.write(f"# local sandbox for {self.task.name}; FROM {plan.base} (not used, host system)\n")
+            for text in plan.ignored:
+                logf.write(f"# ignored: {text}\n")
+            for step in plan.steps:
+                if step.kind == "workdir":
+                    res = await self.exec(f"mkdir -p {shlex.quote(step.workdir)}", cwd="/")
+                    logf.write(res.stderr)
+                elif step.kind == "copy":
+                    await self._copy_step(context, step.sources, step.dest)
+                    continue
+                else:
+                    remaining = deadline - time.monotonic()
+                    logf.write(f"# line {step.lineno}: RUN {step.command}\n")
+                    logf.flush()
+                    res = await self.exec(step.command, cwd=step.workdir, env=step.env,
+                                          timeout=max(remaining, 1.0))
+                    logf.write(res.stdout + res.stderr + f"# exit {res.returncode}\n")
+                if not res.ok:
+                    what = "timed out (build_timeout_sec)" if res.timed_out else f"exited {res.returncode}"
+                    raise EnvironmentBuildError(
+                        f"{self.task.dockerfile}:{step.lineno} {what} in the local sandbox; see {self.build_log}",
+                        log_path=str(self.build_log))
+
+    async def _copy_step(self, context: Path, sources: list[str], dest: str) -> None:
+        paths: list[Path] = []
+        for src in sources:
+            exact = context / src
+            paths += [exact] if exact.exists() else sorted(context.glob(src))
+        into_dir = dest.endswith("/") or len(paths) > 1 or (self.root / dest.lstrip("/")).is_dir()
+        for p in paths:
+            if p.is_dir():
+                await self.upload(p, dest)  # docker copies a folder's contents, not the folder
+            else:
+                await self.upload(p, str(Path(dest) / p.name) if into_dir else dest)
+
+    async def stop(self) -> None:
+        if not self._owner:
+            return  # an attached sandbox belongs to the runner
+        if self.pid is not None and _starttime(self.pid) == self._starttime:
+            try:
+                os.kill(self.pid, signal.SIGKILL)  # pid 1 of the sandbox: the kernel kills everything inside
+            except ProcessLookupError:
+                pass
+        if self._proc is not None:
+            proc, self._proc = self._proc, None
+            try:
+                await asyncio.to_thread(proc.wait, 10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.pid = None
+        if os.environ.get("RISE_KEEP_SANDBOX") != "1" and self.root.exists():
+            await asyncio.to_thread(shutil.rmtree, self.root, True)
+
+    # ------------------------------------------------------------------ handle / attach
+
+    def handle(self) -> dict[str, Any]:
+        return {"kind": self.kind, "pid": self.pid, "starttime": self._starttime, "root": str(self.root),
+                "workdir": self.workdir, "env": self.env, "trial_dir": str(self.trial_dir),
+                "job_id": self.job_id, "allow_internet": self.allow_internet}
+
+    @classmethod
+    def attach(cls, handle: dict[str, Any]) -> LocalEnvironment:
+        env = cls.__new__(cls)
+        env.task = None
+        env.trial_dir = Path(handle["trial_dir"])
+        env.job_id = handle.get("job_id")
+        env.sandbox_dir = env.trial_dir / "sandbox"
+        env.root = Path(handle["root"])
+        env.build_log = env.sandbox_dir / "build.log"
+        env.allow_internet = bool(handle.get("allow_internet", False))
+        env.workdir = handle.get("workdir") or "/app"
+        env.env = dict(handle.get("env") or BASE_ENV)
+        env.pid = int(handle["pid"])
+        env._starttime = handle.get("starttime")
+        env._proc = None
+        env._owner = False
+        env._plan = None
+        return env
+
+    # ------------------------------------------------------------------ exec and copies
+
+    def _check_alive(self) -> int:
+        if self.pid is None:
+            raise SandboxError("the local sandbox is not started")
+        if _starttime(self.pid) != self._starttime:
+            raise SandboxError(f"the local sandbox keeper (pid {self.pid}) is gone",
+                               log_path=str(self.sandbox_dir / "keeper.log"))
+        return self.pid
+
+    def _enter_argv(self, cwd: str, env: dict[str, str], user: str | None) -> list[str]:
+        """nsenter into the keeper, drop to Docker's capabilities (and ``user``), set env and cwd."""
+        pid = self._check_alive()
+        argv = ["/usr/bin/nsenter", f"--target={pid}", "--mount", "--uts", "--ipc", "--net", "--pid", "--root", "--",
+                "/usr/bin/setpriv", "--bounding-set=-all," + ",".join(f"+{c}" for c in CAPS)]
+        if user not in (None, "", "root", "0"):
+            try:
+                pw = pwd.getpwuid(int(user)) if user.isdigit() else pwd.getpwnam(user)
+            except KeyError as exc:
+                raise SandboxError(f"user {user!r} does not exist in the local sandbox") from exc
+            argv += [f"--reuid={pw.pw_uid}", f"--regid={pw.pw_gid}", "--init-groups"]
+            env = {**env, "USER": pw.pw_name, "HOME": env.get("HOME", pw.pw_dir)}
+        return [*argv, "/usr/bin/env", "-i", "-C", cwd, *(f"{k}={v}" for k, v in env.items())]
+
+    async def exec(self, cmd: str, cwd: str | None = None, env: dict[str, str] | None = None,
+                   timeout: float | None = None, user: str | None = None) -> ExecResult:
+        argv = [*self._enter_argv(cwd or self.workdir, {**self.env, **(env or {})}, user), "/bin/bash", "-c", cmd]
+        # Files, not pipes: a background process that keeps stdout open must not hold the call hostage.
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            proc = await asyncio.create_subprocess_exec(*argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                                        start_new_session=True)
+            timed_out = False
+            try:
+                await asyncio.wait_for(proc.wait(), timeout)
+            except (TimeoutError, asyncio.CancelledError) as exc:
+                timed_out = isinstance(exc, TimeoutError)
+                _kill_group(proc.pid)
+                await proc.wait()
+                if not timed_out:
+                    raise
+            rc = 124 if timed_out else proc.returncode
+            return ExecResult(returncode=rc, stdout=_read_capped(out), stderr=_read_capped(err),
+                              timed_out=timed_out)
+
+    async def _run_bytes(self, inner: list[str], data: bytes | None = None) -> tuple[int, bytes, bytes]:
+        argv = [*self._enter_argv("/", self.env, None), *inner]
+        proc = await asyncio.create_subprocess_exec(
+            *argv, stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        out, err = await proc.communicate(data)
+        return proc.returncode, out, err
+
+    async def upload(self, src: Path, dst: str) -> None:
+        """Copy host ``src`` to sandbox path ``dst`` (a folder's contents go into folder ``dst``)."""
+        src = Path(src)
+        if not src.exists():
+            raise FileNotFoundError(src)
+        dst = dst if dst.startswith("/") else f"{self.workdir}/{dst}"
+        if src.is_dir():
+            target, data = dst, pack(src, ".")
+        else:
+            target, name = split_sandbox_path(dst)
+            data = pack(src, name)
+        rc, _, err = await self._run_bytes(
+            ["/bin/bash", "-c", 'mkdir -p -- "$1" && exec tar --no-same-owner -x -C "$1" -f -', "upload", target],
+            data)
+        if rc != 0:
+            raise SandboxError(f"upload {src} -> {dst} failed: {err.decode(errors='replace').strip()}")
+
+    async def download(self, src: str, dst: Path) -> None:
+        """Copy sandbox path ``src`` (file or folder) to host path ``dst``."""
+        src = src if src.startswith("/") else f"{self.workdir}/{src}"
+        parent, name = split_sandbox_path(src)
+        rc, out, err = await self._run_bytes(["tar", "-C", parent, "-c", "-f", "-", "--", name])
+        if rc != 0:
+            message = err.decode(errors="replace").strip()
+            if "No such file" in message:
+                raise FileNotFoundError(f"{src} does not exist in the sandbox")
+            raise SandboxError(f"download {src} failed: {message}")
+        await asyncio.to_thread(unpack_single, out, name, Path(dst))
+
+
+# ------------------------------------------------------------------------------------------------ helpers
+
+
+def _under(path: str, prefixes: tuple[str, ...]) -> bool:
+    return any(path == p or path.startswith(p + "/") for p in prefixes)
+
+
+def _choose_workdir(configured: str | None, from_dockerfile: str | None) -> str:
+    """task.toml's workdir when it is not the default, else the Dockerfile's last WORKDIR, else /app."""
+    if configured and configured != "/app":
+        return configured
+    return from_dockerfile or configured or "/app"
+
+
+def _is_bash(pid: int) -> bool:
+    try:
+        return os.path.basename(os.readlink(f"/proc/{pid}/exe")) == "bash"
+    except OSError:
+        return False
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _read_info(fd: int, timeout: float) -> dict[str, Any] | None:
+    """bwrap's --info-fd JSON (it holds the sandbox pid), or None if bwrap died first."""
+    buf = b""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], max(deadline - time.monotonic(), 0))
+        if not ready:
+            break
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        buf += chunk
+        try:
+            return json.loads(buf)
+        except json.JSONDecodeError:
+            continue
+    return None
+
+
+def reap_leftovers(job_id: str | None = None) -> int:
+    """SIGKILL local sandbox keepers left by a crashed job (all of ours when ``job_id`` is None)."""
+    killed = 0
+    for proc_dir in Path("/proc").iterdir():
+        if not proc_dir.name.isdigit():
+            continue
+        try:
+            if (proc_dir / "comm").read_text().strip() != "bwrap":
+                continue
+            environ = dict(item.split("=", 1) for item in
+                           (proc_dir / "environ").read_bytes().decode(errors="replace").split("\0") if "=" in item)
+        except OSError:
+            continue
+        if JOB_MARK in environ and (job_id is None or environ[JOB_MARK] == job_id):
+            try:
+                os.kill(int(proc_dir.name), signal.SIGKILL)
+                killed += 1
+            except ProcessLookupError:
+                pass
+    return killed
