@@ -1,0 +1,240 @@
+"""A job: the tasks × r grid of trials, bounded concurrency, a progress bar, and resume.
+
+Job folder: ``config.json`` (:class:`JobConfig`), ``job.lock``, one ``<task>__r<k>/`` per cell,
+``job_result.json`` (metrics + every cell). Resume rules:
+- a cell whose ``result.json`` is readable and not ⊥ is finished and kept, never run again;
+- a ⊥ cell, or a folder without a readable ``result.json`` (a trial cut off by a kill), is moved aside to
+  ``<trial>.attempt-N/`` (kept as evidence, never deleted) and run again; an agent process it orphaned is killed
+  first (found through ``agent/agent.pid`` and checked against its command line);
+- each cell is scheduled at most once per invocation;
+- a config whose identity (:meth:`JobConfig.identity`) changed is refused unless ``force_config``.
+``job.lock`` holds an ``flock`` for the life of the run, so a second run of the same folder is refused while a
+killed run's lock (the kernel drops it with the process) is taken over; the pid in it is for the message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import fcntl
+import logging
+import os
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from .errors import RiseError
+from .metrics import GridMetrics, compute_metrics, grid_from_results
+from .results import FormatError, JobConfig, JobResult, TrialResult, TrialSummary
+from .runner import EnvFactory, run_trial
+
+log = logging.getLogger(__name__)
+
+
+class JobError(RiseError):
+    """A job cannot start: locked, config changed, folder in use."""
+
+
+def trial_name(task: str, k: int) -> str:
+    return f"{task}__r{k}"
+
+
+def cells(config: JobConfig) -> list[tuple[str, int]]:
+    """Every (task, repetition), repetition-major so a cut-off grid covers as many tasks as possible."""
+    return [(t, k) for k in range(1, config.r + 1) for t in sorted(config.task_names)]
+
+
+@contextmanager
+def job_lock(job_dir: Path) -> Iterator[None]:
+    """Exclusive lock on the job folder for the duration of a run."""
+    path = job_dir / "job.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
+            raise JobError(f"{job_dir} is being run by another process (pid {holder}); "
+                           "wait for it or kill it") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # releases the flock
+
+
+def read_result(trial_dir: Path) -> TrialResult | None:
+    """The trial's result, or None when it is absent or unreadable (a cut-off trial)."""
+    try:
+        return TrialResult.load(trial_dir / "result.json")
+    except (FileNotFoundError, FormatError):
+        return None
+
+
+def kill_orphan_agent(trial_dir: Path) -> bool:
+    """Kill the process group of an agent a killed runner left behind in ``trial_dir``."""
+    try:
+        pid = int((trial_dir / "agent" / "agent.pid").read_text().strip())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except (OSError, ValueError):
+        return False
+    if str(trial_dir / "agent" / "trial_spec.json") not in cmdline:
+        return False  # the pid was reused by an unrelated process
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        return False
+    log.warning("killed orphaned agent pid %d of %s", pid, trial_dir)
+    return True
+
+
+def move_aside(trial_dir: Path) -> Path:
+    """Rename a ⊥ or cut-off trial folder to the next free ``<trial>.attempt-N``."""
+    kill_orphan_agent(trial_dir)
+    n = 1
+    while (dest := trial_dir.with_name(f"{trial_dir.name}.attempt-{n}")).exists():
+        n += 1
+    trial_dir.rename(dest)
+    return dest
+
+
+def _prepare_config(config: JobConfig, job_dir: Path, resume: bool, force_config: bool) -> None:
+    path = job_dir / "config.json"
+    if path.exists():
+        if not resume:
+            raise JobError(f"{job_dir} already holds a job; pass --resume to continue it or pick a new --job-dir")
+        old = JobConfig.load(path)
+        diff = old.differences(config)
+        if diff and not force_config:
+            raise JobError(f"{path}: the job's config changed; refusing to resume (use --force-config):\n  "
+                           + "\n  ".join(diff))
+        if diff:
+            stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")
+            old.write(job_dir / f"config.{stamp}.json")
+    config.write(path)
+
+
+def _reap_docker(job_id: str) -> None:
+    try:
+        from .environments.docker import reap_leftovers
+    except ImportError:
+        return
+    try:
+        n = reap_leftovers(job_id)
+        if n:
+            log.warning("reaped %s leftover container(s) of job %s", n, job_id)
+    except Exception as exc:  # noqa: BLE001 - no engine: nothing to reap
+        log.debug("reaping containers of %s failed: %s", job_id, exc)
+
+
+def collect(config: JobConfig, job_dir: Path) -> tuple[list[TrialResult], GridMetrics]:
+    """Read every cell's result from the job folder and compute the grid metrics."""
+    results = [res for t, k in cells(config) if (res := read_result(job_dir / trial_name(t, k))) is not None]
+    grid, reasons = grid_from_results(results, config.task_names, config.r)
+    return results, compute_metrics(grid, config.r, reasons)
+
+
+def summarize(config: JobConfig, job_dir: Path, trials_run: int = 0, started_at: str | None = None) -> JobResult:
+    results, metrics = collect(config, job_dir)
+    by_cell = {(res.task_name, res.repetition): res for res in results}
+    summaries = [TrialSummary.of(by_cell[(t, k)]) if (t, k) in by_cell else
+                 TrialSummary(trial_name=trial_name(t, k), task_name=t, repetition=k, status="missing")
+                 for t, k in cells(config)]
+    return JobResult(job_id=config.job_id, config_fingerprint=config.fingerprint(), complete=metrics.complete,
+                     metrics=metrics.model_dump(mode="json"), trials=summaries, started_at=started_at,
+                     finished_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                     trials_run=trials_run)
+
+
+class _Tally:
+    def __init__(self) -> None:
+        self.passed = self.failed = self.infra = 0
+
+    def add(self, res: TrialResult) -> None:
+        if res.status == "passed":
+            self.passed += 1
+        elif res.status == "failed":
+            self.failed += 1
+        else:
+            self.infra += 1
+
+    def text(self) -> str:
+        return f"[green]pass {self.passed}[/] [red]fail {self.failed}[/] [yellow]⊥ {self.infra}[/]"
+
+
+async def run_job(config: JobConfig, job_dir: Path, resume: bool = False, force_config: bool = False, *,
+                  progress: bool = True, env_factory: EnvFactory | None = None, tasks: list[Any] | None = None,
+                  console: Console | None = None) -> JobResult:
+    """Run (or resume) the grid in ``job_dir`` and write ``job_result.json``."""
+    job_dir = Path(job_dir).resolve()
+    job_dir.mkdir(parents=True, exist_ok=True)
+    started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    with job_lock(job_dir):
+        _prepare_config(config, job_dir, resume, force_config)
+        if config.env_kind == "docker":
+            await asyncio.to_thread(_reap_docker, config.job_id)
+        if tasks is None:
+            from .tasks import load_task_set
+
+            tasks = load_task_set(Path(config.tasks_dir), config.task_names)
+        by_name = {t.name: t for t in tasks}
+        missing = sorted(set(config.task_names) - set(by_name))
+        if missing:
+            raise JobError(f"tasks not found in {config.tasks_dir}: {', '.join(missing)}")
+
+        tally, todo = _Tally(), []
+        for t, k in cells(config):
+            tdir = job_dir / trial_name(t, k)
+            res = read_result(tdir) if tdir.exists() else None
+            if res is not None and not res.is_infra:
+                tally.add(res)
+                continue
+            if tdir.exists():
+                moved = move_aside(tdir)
+                log.info("rerunning %s (previous attempt kept in %s)", tdir.name, moved.name)
+            todo.append((t, k))
+
+        sem = asyncio.Semaphore(config.concurrency)
+        bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                       TextColumn("{task.fields[stats]}"), TimeElapsedColumn(), TextColumn("eta"),
+                       TimeRemainingColumn(), console=console or Console(stderr=True), disable=not progress,
+                       transient=False)
+
+        async def one(t: str, k: int, bar_id: Any) -> None:
+            async with sem:
+                res = await run_trial(by_name[t], config.agent, config.endpoint, job_dir / trial_name(t, k),
+                                      config.env_kind, config.job_id, config.settings, config.verifier_endpoint,
+                                      repetition=k, env_factory=env_factory)
+            tally.add(res)
+            bar.update(bar_id, advance=1, stats=tally.text())
+
+        with bar:
+            bar_id = bar.add_task(config.job_id, total=len(cells(config)), completed=len(cells(config)) - len(todo),
+                                  stats=tally.text())
+            async with asyncio.TaskGroup() as group:
+                for t, k in todo:
+                    group.create_task(one(t, k, bar_id))
+
+        result = summarize(config, job_dir, trials_run=len(todo), started_at=started)
+        result.write(job_dir / "job_result.json")
+        return result
+
+
+def load_job(job_dir: Path) -> tuple[JobConfig, list[TrialResult], GridMetrics]:
+    """Config, results and metrics of a job folder (for ``rise metrics`` / ``rise compare``)."""
+    job_dir = Path(job_dir)
+    config = JobConfig.load(job_dir / "config.json")
+    results, metrics = collect(config, job_dir)
+    return config, results, metrics
