@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -13,6 +14,8 @@ from trials.errors import TaskError
 from trials.tasks import check_task_set, inspect_task
 from trials.tasks.check import count_tasks
 from trials.tasks.load import task_dirs
+
+TaskDir = Annotated[Path, typer.Argument(help="a folder of task folders, or one task folder")]
 
 tasks_app = typer.Typer(help="Validate and list task sets.", no_args_is_help=True)
 
@@ -25,7 +28,7 @@ def _short(path: str, root: Path) -> str:
 
 
 @tasks_app.command("check")
-def check(directory: Path = typer.Argument(..., help="a folder of task folders, or one task folder")) -> None:
+def check(directory: TaskDir) -> None:
     """Report every problem in a task set, naming the file and the key; exit 1 if there is any."""
     console = Console()
     problems = check_task_set(directory)
@@ -43,7 +46,7 @@ def check(directory: Path = typer.Argument(..., help="a folder of task folders, 
 
 
 @tasks_app.command("list")
-def list_tasks(directory: Path = typer.Argument(..., help="a folder of task folders, or one task folder")) -> None:
+def list_tasks(directory: TaskDir) -> None:
     """List the tasks of a set with their layout, timeouts and category; invalid ones are marked."""
     console = Console()
     try:
