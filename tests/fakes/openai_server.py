@@ -203,11 +203,11 @@ class ScriptedServer:
 
     def __init__(self, responder: Responder, model: str = "scripted", context_limit: int = 8192,
                  delay: float = 0.0, *, api_key: str | None = None, flavor: str = "vllm",
-                 host: str = "127.0.0.1"):
+                 host: str = "127.0.0.1", port: int = 0):
         if flavor not in ("vllm", "llamacpp"):
             raise ValueError(f"flavor must be 'vllm' or 'llamacpp', not {flavor!r}")
         self.model, self.context_limit, self.delay = model, context_limit, delay
-        self.api_key, self.flavor, self.host = api_key, flavor, host
+        self.api_key, self.flavor, self.host, self._port = api_key, flavor, host, port
         self._lock = threading.Lock()
         if callable(responder):
             self._callable: Callable[[dict], Item] | None = responder
@@ -225,7 +225,7 @@ class ScriptedServer:
     def start(self) -> Self:
         if self._httpd is not None:
             return self
-        self._httpd = _Server((self.host, 0), _Handler)
+        self._httpd = _Server((self.host, self._port), _Handler)
         self._httpd.owner = self
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
                                         name="scripted-openai", daemon=True)
@@ -346,3 +346,39 @@ class ScriptedServer:
             "choices": choices,
             "usage": usage,
         }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run as a process (``python -m tests.fakes.openai_server --port P``): echoes the last user message
+    until killed. Tests of server processes and harness subprocesses use it as a stand-in model server."""
+    import argparse
+    import signal
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--model", default="scripted")
+    parser.add_argument("--context-limit", type=int, default=8192)
+    parser.add_argument("--reply", default=None, help="fixed reply instead of the echo")
+    args = parser.parse_args(argv)
+
+    def respond(body: dict) -> str:
+        if args.reply is not None:
+            return args.reply
+        messages = body.get("messages") or [{}]
+        return str(messages[-1].get("content", ""))
+
+    srv = ScriptedServer(respond, model=args.model, context_limit=args.context_limit, host=args.host,
+                         port=args.port)
+    srv.start()
+    print(f"serving {srv.base_url}", flush=True)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    stop.wait()
+    srv.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
