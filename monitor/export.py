@@ -1,0 +1,340 @@
+"""Span export: OTLP-JSON lines on disk (``spans.jsonl``) and, optionally, OTLP/HTTP to a collector.
+
+Each line of ``spans.jsonl`` is one ``ExportTraceServiceRequest`` in the OTLP JSON encoding (lowerCamelCase
+fields, trace/span ids as lowercase hex, 64-bit integers and nanosecond times as decimal strings, enums as
+integers), holding exactly one span. The official ``opentelemetry-exporter-otlp-json-file`` is not on our
+index, so this module writes the same shape itself: the resource/scope prefix is encoded once and each span is
+appended with a single unbuffered ``os.write`` the moment it ends, so a trial killed with SIGKILL still leaves
+every ended span on disk (an ``os.write`` is never interrupted half-way by a Python signal handler).
+
+The collector path reuses the SDK's ``OTLPSpanExporter`` (configured by the standard ``OTEL_EXPORTER_OTLP_*``
+variables) from a background thread, so a slow or absent collector never delays the harness.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import queue
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+SCOPE_NAME = "riseharness.monitor"
+SCOPE_VERSION = "1"
+STATUS_UNSET, STATUS_OK, STATUS_ERROR = 0, 1, 2
+SPAN_KIND_INTERNAL = 1
+
+_esc = json.encoder.encode_basestring  # C-accelerated: returns the quoted JSON string
+
+
+@dataclass(slots=True)
+class SpanData:
+    """One finished (or, while recording, open) span, independent of the SDK."""
+
+    trace_id: int
+    span_id: int
+    parent_id: int | None
+    name: str
+    start_ns: int
+    end_ns: int = 0
+    attributes: dict[str, Any] = field(default_factory=dict)
+    events: list[tuple[int, str, dict[str, Any]]] = field(default_factory=list)
+    status_code: int = STATUS_UNSET
+    status_message: str = ""
+
+
+# ---------------------------------------------------------------------------------------------- encoding
+def _value(v: Any) -> str:
+    cls = v.__class__
+    if cls is str:
+        return '{"stringValue":' + _esc(v) + "}"
+    if cls is bool:
+        return '{"boolValue":true}' if v else '{"boolValue":false}'
+    if cls is int:
+        return '{"intValue":"' + str(v) + '"}'
+    if cls is float:
+        return '{"doubleValue":' + (repr(v) if math.isfinite(v) else '"' + repr(v).replace("inf", "Infinity").replace("nan", "NaN") + '"') + "}"
+    if isinstance(v, (list, tuple)):
+        return '{"arrayValue":{"values":[' + ",".join(_value(x) for x in v) + "]}}"
+    if isinstance(v, Mapping):
+        return '{"kvlistValue":{"values":[' + _attrs(v) + "]}}"
+    return '{"stringValue":' + _esc(str(v)) + "}"
+
+
+_KEY_CACHE: dict[str, str] = {}
+
+
+def _attrs(attrs: Mapping[str, Any]) -> str:
+    parts = []
+    for k, v in attrs.items():
+        if v is None:
+            continue
+        key = _KEY_CACHE.get(k)
+        if key is None:
+            key = _KEY_CACHE.setdefault(k, '{"key":' + _esc(k) + ',"value":')
+        parts.append(key + _value(v) + "}")
+    return ",".join(parts)
+
+
+def encode_span(s: SpanData) -> str:
+    """The OTLP-JSON ``Span`` object for one span."""
+    out = [
+        '{"traceId":"', format(s.trace_id, "032x"), '","spanId":"', format(s.span_id, "016x"), '"',
+    ]
+    if s.parent_id:
+        out += [',"parentSpanId":"', format(s.parent_id, "016x"), '"']
+    out += [
+        ',"name":', _esc(s.name), ',"kind":1,"startTimeUnixNano":"', str(s.start_ns),
+        '","endTimeUnixNano":"', str(s.end_ns), '","attributes":[', _attrs(s.attributes), "]",
+    ]
+    if s.events:
+        out.append(',"events":[')
+        out.append(",".join(
+            '{"timeUnixNano":"' + str(t) + '","name":' + _esc(n) + ',"attributes":[' + _attrs(a) + "]}"
+            for t, n, a in s.events
+        ))
+        out.append("]")
+    if s.status_code:
+        out += [',"status":{"code":', str(s.status_code)]
+        if s.status_message:
+            out += [',"message":', _esc(s.status_message)]
+        out.append("}")
+    else:
+        out.append(',"status":{}')
+    out.append("}")
+    return "".join(out)
+
+
+def request_prefix(resource: Mapping[str, Any]) -> str:
+    """Everything of an ExportTraceServiceRequest line before its spans."""
+    return (
+        '{"resourceSpans":[{"resource":{"attributes":[' + _attrs(resource) + ']},"scopeSpans":[{"scope":'
+        '{"name":' + _esc(SCOPE_NAME) + ',"version":' + _esc(SCOPE_VERSION) + '},"spans":['
+    )
+
+
+REQUEST_SUFFIX = "]}]}]}\n"
+
+
+# ---------------------------------------------------------------------------------------------- decoding
+def _decode_value(v: Mapping[str, Any]) -> Any:
+    if "stringValue" in v:
+        return v["stringValue"]
+    if "intValue" in v:
+        return int(v["intValue"])
+    if "boolValue" in v:
+        return bool(v["boolValue"])
+    if "doubleValue" in v:
+        return float(v["doubleValue"])
+    if "arrayValue" in v:
+        return [_decode_value(x) for x in v["arrayValue"].get("values", [])]
+    if "kvlistValue" in v:
+        return decode_attributes(v["kvlistValue"].get("values", []))
+    if "bytesValue" in v:
+        return v["bytesValue"]
+    return None
+
+
+def decode_attributes(items: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    return {a["key"]: _decode_value(a.get("value", {})) for a in items}
+
+
+def decode_request(obj: Mapping[str, Any]) -> list[tuple[dict[str, Any], SpanData]]:
+    """(resource attributes, span) for each span of one OTLP-JSON ExportTraceServiceRequest."""
+    out = []
+    for rs in obj.get("resourceSpans", []):
+        resource = decode_attributes(rs.get("resource", {}).get("attributes", []))
+        for ss in rs.get("scopeSpans", []):
+            for sp in ss.get("spans", []):
+                status = sp.get("status") or {}
+                out.append((resource, SpanData(
+                    trace_id=int(sp["traceId"], 16),
+                    span_id=int(sp["spanId"], 16),
+                    parent_id=int(sp["parentSpanId"], 16) if sp.get("parentSpanId") else None,
+                    name=sp.get("name", ""),
+                    start_ns=int(sp.get("startTimeUnixNano", 0)),
+                    end_ns=int(sp.get("endTimeUnixNano", 0)),
+                    attributes=decode_attributes(sp.get("attributes", [])),
+                    events=[(int(e.get("timeUnixNano", 0)), e.get("name", ""),
+                             decode_attributes(e.get("attributes", []))) for e in sp.get("events", [])],
+                    status_code=int(status.get("code", 0)),
+                    status_message=status.get("message", ""),
+                )))
+    return out
+
+
+def read_jsonl(path: str | Path) -> tuple[list[tuple[dict[str, Any], SpanData]], int]:
+    """All spans of a ``spans.jsonl`` and the number of unreadable lines (a torn last line is tolerated)."""
+    spans, bad = [], 0
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            if not line.strip():
+                continue
+            try:
+                spans.extend(decode_request(json.loads(line)))
+            except (ValueError, KeyError, TypeError):
+                bad += 1
+    return spans, bad
+
+
+# ---------------------------------------------------------------------------------------------- sinks
+class JsonLinesSink:
+    """Append each ended span to ``spans.jsonl`` immediately (one ``os.write`` per span, no buffering)."""
+
+    def __init__(self, path: str | Path, resource: Mapping[str, Any]):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._prefix = request_prefix(resource)
+        self.forwarders: list[OtlpHttpForwarder] = []
+        self.spans_written = 0
+
+    def __call__(self, span: SpanData) -> None:
+        line = self._prefix + encode_span(span) + REQUEST_SUFFIX
+        if self._fd >= 0:
+            os.write(self._fd, line.encode("utf-8", "replace"))
+            self.spans_written += 1
+        for f in self.forwarders:
+            f.add(span)
+
+    def shutdown(self) -> None:
+        for f in self.forwarders:
+            f.shutdown()
+        if self._fd >= 0:
+            try:
+                os.fsync(self._fd)
+            except OSError:
+                pass
+            os.close(self._fd)
+            self._fd = -1
+
+
+# ---------------------------------------------------------------------------------------------- OTLP/HTTP
+def to_readable_spans(items: Sequence[tuple[Mapping[str, Any], SpanData]]) -> list:
+    """SDK ``ReadableSpan`` objects for our spans (what ``OTLPSpanExporter.export`` takes)."""
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import Event, ReadableSpan
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+    from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
+
+    scope = InstrumentationScope(SCOPE_NAME, SCOPE_VERSION)
+    codes = {STATUS_UNSET: StatusCode.UNSET, STATUS_OK: StatusCode.OK, STATUS_ERROR: StatusCode.ERROR}
+    resources: dict[int, Any] = {}
+    out = []
+    for resource_attrs, s in items:
+        res = resources.get(id(resource_attrs))
+        if res is None:
+            res = resources[id(resource_attrs)] = Resource.create(dict(resource_attrs))
+        flags = TraceFlags(TraceFlags.SAMPLED)
+        ctx = SpanContext(s.trace_id, s.span_id, is_remote=False, trace_flags=flags)
+        parent = SpanContext(s.trace_id, s.parent_id, is_remote=False, trace_flags=flags) if s.parent_id else None
+        out.append(ReadableSpan(
+            name=s.name, context=ctx, parent=parent, resource=res,
+            attributes={k: v for k, v in s.attributes.items() if v is not None},
+            events=[Event(n, a, t) for t, n, a in s.events],
+            kind=SpanKind.INTERNAL, status=Status(codes.get(s.status_code, StatusCode.UNSET),
+                                                  s.status_message or None),
+            start_time=s.start_ns, end_time=s.end_ns or s.start_ns, instrumentation_scope=scope,
+        ))
+    return out
+
+
+def otlp_http_configured(env: Mapping[str, str] | None = None) -> bool:
+    """Whether the standard OTEL_* variables ask for OTLP export of traces."""
+    env = os.environ if env is None else env
+    exporters = env.get("OTEL_TRACES_EXPORTER", "otlp").lower()
+    if "otlp" not in exporters.split(","):
+        return False
+    return bool(env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_ENDPOINT"))
+
+
+def make_otlp_exporter(endpoint: str | None = None):
+    """The SDK's OTLP/HTTP protobuf exporter; ``endpoint`` is a base URL or a full ``…/v1/traces`` URL."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    if endpoint and not endpoint.rstrip("/").endswith("/v1/traces"):
+        endpoint = endpoint.rstrip("/") + "/v1/traces"
+    return OTLPSpanExporter(endpoint=endpoint) if endpoint else OTLPSpanExporter()
+
+
+class OtlpHttpForwarder:
+    """Ship spans to a collector in batches from a daemon thread; never blocks or fails the harness."""
+
+    def __init__(self, resource: Mapping[str, Any], exporter=None, *, interval_sec: float = 1.0,
+                 max_batch: int = 256):
+        self.resource = dict(resource)
+        self.exporter = exporter or make_otlp_exporter()
+        self.interval_sec, self.max_batch = interval_sec, max_batch
+        self._queue: queue.SimpleQueue[SpanData | None] = queue.SimpleQueue()
+        self.sent = self.failed = 0
+        self._thread = threading.Thread(target=self._run, name="rise-otlp-forwarder", daemon=True)
+        self._thread.start()
+
+    def add(self, span: SpanData) -> None:
+        self._queue.put(span)
+
+    def _run(self) -> None:
+        done = False
+        while not done:
+            batch: list[SpanData] = []
+            try:
+                item = self._queue.get(timeout=self.interval_sec)
+                while True:
+                    if item is None:
+                        done = True
+                        break
+                    batch.append(item)
+                    if len(batch) >= self.max_batch:
+                        break
+                    item = self._queue.get_nowait()
+            except queue.Empty:
+                pass
+            if batch:
+                self._export(batch)
+
+    def _export(self, batch: list[SpanData]) -> None:
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        try:
+            result = self.exporter.export(to_readable_spans([(self.resource, s) for s in batch]))
+        except Exception as exc:  # noqa: BLE001 - a collector problem is logged, never raised into the harness
+            log.warning("OTLP export failed: %s", exc)
+            result = None
+        if result == SpanExportResult.SUCCESS:
+            self.sent += len(batch)
+        else:
+            self.failed += len(batch)
+
+    def shutdown(self, timeout: float = 10.0) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout)
+        try:
+            self.exporter.shutdown()
+        except Exception as exc:  # noqa: BLE001 - shutting down a failed exporter must not raise
+            log.debug("OTLP exporter shutdown: %s", exc)
+
+
+def export_file_to_collector(path: str | Path, endpoint: str, *, batch: int = 512) -> tuple[int, int]:
+    """Send every span of a ``spans.jsonl`` to an OTLP/HTTP collector. Returns (sent, unreadable lines)."""
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    items, bad = read_jsonl(path)
+    exporter = make_otlp_exporter(endpoint)
+    sent = 0
+    try:
+        for i in range(0, len(items), batch):
+            chunk = items[i:i + batch]
+            if exporter.export(to_readable_spans(chunk)) != SpanExportResult.SUCCESS:
+                raise ConnectionError(f"the collector at {endpoint} refused or did not answer "
+                                      f"(spans {i}..{i + len(chunk) - 1})")
+            sent += len(chunk)
+    finally:
+        exporter.shutdown()
+    return sent, bad
