@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import fcntl
+import importlib
 import logging
 import os
 import signal
@@ -126,17 +127,19 @@ def _prepare_config(config: JobConfig, job_dir: Path, resume: bool, force_config
     config.write(path)
 
 
-def _reap_docker(job_id: str) -> None:
+def reap(env_kind: str, job_id: str) -> None:
+    """Remove sandboxes (docker containers, local keepers) a crashed run of this job left behind."""
     try:
-        from .environments.docker import reap_leftovers
-    except ImportError:
+        module = importlib.import_module(f"trials.environments.{env_kind}")
+        reap_leftovers = module.reap_leftovers
+    except (ImportError, AttributeError):
         return
     try:
         n = reap_leftovers(job_id)
         if n:
-            log.warning("reaped %s leftover container(s) of job %s", n, job_id)
-    except Exception as exc:  # noqa: BLE001 - no engine: nothing to reap
-        log.debug("reaping containers of %s failed: %s", job_id, exc)
+            log.warning("reaped %s leftover %s sandbox(es) of job %s", n, env_kind, job_id)
+    except Exception as exc:  # noqa: BLE001 - e.g. no docker engine: nothing to reap
+        log.debug("reaping %s sandboxes of %s failed: %s", env_kind, job_id, exc)
 
 
 def collect(config: JobConfig, job_dir: Path) -> tuple[list[TrialResult], GridMetrics]:
@@ -183,8 +186,7 @@ async def run_job(config: JobConfig, job_dir: Path, resume: bool = False, force_
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     with job_lock(job_dir):
         _prepare_config(config, job_dir, resume, force_config)
-        if config.env_kind == "docker":
-            await asyncio.to_thread(_reap_docker, config.job_id)
+        await asyncio.to_thread(reap, config.env_kind, config.job_id)
         if tasks is None:
             from .tasks import load_task_set
 
