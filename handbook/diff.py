@@ -8,6 +8,7 @@ candidate.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -127,7 +128,7 @@ def _render(diff: HandbookDiff, template: str, autoescape: bool) -> str:
 
 def render_diff_markdown(diff: HandbookDiff) -> str:
     """The diff as Markdown (for the terminal, the ledger, a pull-request body)."""
-    return _render(diff, "diff.md.j2", autoescape=False)
+    return re.sub(r"\n{3,}", "\n\n", _render(diff, "diff.md.j2", autoescape=False)).rstrip("\n") + "\n"
 
 
 def render_diff_html(diff: HandbookDiff) -> str:

@@ -156,7 +156,13 @@ class SpanIndex:
     def __init__(self, handbook: Handbook, source: HarnessSource | None = None):
         self.handbook = handbook
         refs = {r for _, b in handbook.iter_behaviours() for r in b.spans + b.functions}
+        # with the source, a re-exported name (picker:build) and its home (picker.impl:build) are one function
+        self._canon: dict[str, str] = {}
         if source is not None:
+            for ref in list(refs):
+                res = source.resolve(ref)
+                if res.definition is not None:
+                    self._canon[ref] = res.definition.ref
             refs |= set(source.definitions())
         self.refs = refs
         self._by_qualname: dict[str, list[str]] = {}
@@ -208,7 +214,14 @@ class SpanIndex:
         boundary = self.boundary(span)
         if boundary is None:
             return []
-        return self.handbook.behaviours_for_span(boundary) or self.handbook.behaviours_for_function(boundary)
+        found = self.handbook.behaviours_for_span(boundary) or self.handbook.behaviours_for_function(boundary)
+        if found or not self._canon:
+            return found
+        canon = self._canon.get(boundary, boundary)
+        spans = [b for _, b in self.handbook.iter_behaviours()
+                 if any(self._canon.get(r, r) == canon for r in b.spans)]
+        return spans or [b for _, b in self.handbook.iter_behaviours()
+                         if any(self._canon.get(r, r) == canon for r in b.functions)]
 
 
 @dataclass
