@@ -4,6 +4,7 @@ Edges are resolved the way a reader would: ``f()`` and ``mod.f()`` through the p
 ``self.m()`` in the class (and its package base classes), ``self.attr.m()`` through the type ``attr`` gets in
 ``__init__`` (``self.attr = Cls(...)``, an annotation, or an annotated parameter), ``Cls()`` to ``Cls.__init__``,
 a local ``x = Cls(...)`` then ``x.m()``, and functions passed by reference (``parse_fn=parsing.parse_response``).
+A module-level table of functions (``MECHANISMS = {"a": f, ...}``) links whoever uses the table to all of them.
 A method call on an object of unknown type links to the package's only method of that name when there is exactly
 one; such edges are marked ``by-name`` so a suggestion built on them reads as a guess.
 """
@@ -27,7 +28,7 @@ _GENERIC = {"get", "set", "append", "extend", "pop", "items", "keys", "values", 
 class Edge:
     caller: str
     callee: str
-    how: str  # "call", "ref" (passed by reference) or "by-name"
+    how: str  # "call", "ref" (passed by reference), "table" (through a module-level table) or "by-name"
 
 
 @dataclass
@@ -44,11 +45,12 @@ class CallGraph:
         for ref, definition in source.definitions().items():
             if definition.class_name:
                 methods_by_name.setdefault(definition.node.name, []).append(ref)
+        registries = {m.name: _registries(source, m) for m in source.modules.values()}
         for module in source.modules.values():
             attr_types = _attribute_types(source, module)
             for definition in module.functions.values():
                 graph.edges[definition.ref] = {}
-                _Resolver(source, module, definition, attr_types, methods_by_name, graph).run()
+                _Resolver(source, module, definition, attr_types, methods_by_name, graph, registries).run()
         return graph
 
     def add(self, caller: str, callee: str, how: str) -> None:
@@ -85,6 +87,33 @@ class CallGraph:
                     paths[edge.callee] = paths[ref] + [edge.callee]
                     queue.append(edge.callee)
         return paths
+
+
+def _registries(source: HarnessSource, module: Module) -> dict[str, list[str]]:
+    """Module-level tables of functions (``MECHANISMS = {"pairwise": pairwise, ...}``): name -> functions."""
+    out: dict[str, list[str]] = {}
+    if module.tree is None:
+        return out
+    for node in module.tree.body:
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else (
+            node.target if isinstance(node, ast.AnnAssign) else None)
+        value = node.value if isinstance(node, ast.Assign | ast.AnnAssign) else None
+        if not isinstance(target, ast.Name) or value is None:
+            continue
+        items = value.values if isinstance(value, ast.Dict) else (
+            value.elts if isinstance(value, ast.List | ast.Tuple | ast.Set) else [])
+        refs = []
+        for item in items:
+            if isinstance(item, ast.Name):
+                if item.id in module.functions:
+                    refs.append(f"{module.name}:{item.id}")
+                elif item.id in module.imports and module.imports[item.id][1]:
+                    res = source.resolve("{}:{}".format(*module.imports[item.id]))
+                    if res.definition:
+                        refs.append(res.definition.ref)
+        if refs:
+            out[target.id] = refs
+    return out
 
 
 def _attribute_types(source: HarnessSource, module: Module) -> dict[str, dict[str, str]]:
@@ -167,8 +196,10 @@ class _Resolver(ast.NodeVisitor):
     """Finds the package functions one definition calls or refers to."""
 
     def __init__(self, source: HarnessSource, module: Module, definition: Definition,
-                 attr_types: dict[str, dict[str, str]], methods_by_name: dict[str, list[str]], graph: CallGraph):
+                 attr_types: dict[str, dict[str, str]], methods_by_name: dict[str, list[str]], graph: CallGraph,
+                 registries: dict[str, dict[str, list[str]]]):
         self.source, self.module, self.definition = source, module, definition
+        self.registries = registries
         self.attr_types, self.methods_by_name, self.graph = attr_types, methods_by_name, graph
         self.locals: dict[str, str] = {}  # local variable -> module:Class
         self.seen_calls: set[int] = set()
@@ -192,6 +223,19 @@ class _Resolver(ast.NodeVisitor):
     def visit_Name(self, node: ast.Name) -> None:
         if isinstance(node.ctx, ast.Load) and id(node) not in self.seen_calls:
             self._link(node, "ref", guess=False)
+        if isinstance(node.ctx, ast.Load):
+            for ref in self._registry(node):
+                self.graph.add(self.definition.ref, ref, "table")
+
+    def _registry(self, node: ast.Name) -> list[str]:
+        """Functions of a module-level table this name refers to (a call through it may reach any)."""
+        own = self.registries.get(self.module.name, {})
+        if node.id in own:
+            return own[node.id]
+        target = self.module.imports.get(node.id)
+        if target and target[1]:
+            return self.registries.get(target[0], {}).get(target[1], [])
+        return []
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if isinstance(node.ctx, ast.Load) and id(node) not in self.seen_calls:

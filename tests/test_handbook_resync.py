@@ -109,3 +109,14 @@ def test_unknown_revision_is_a_clear_error(tmp_path):
     git.Repo.init(tmp_path)
     with pytest.raises(HandbookError, match="cannot read revision"):
         HarnessSource.from_git(tmp_path, "nope")
+
+
+def test_table_of_functions_links_its_user_to_every_entry(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "ways.py").write_text("def fast():\n    pass\n\n\ndef slow():\n    pass\n\n\n"
+                                 "WAYS = {'fast': fast, 'slow': slow}\n")
+    (pkg / "use.py").write_text("from .ways import WAYS\n\n\ndef go(kind):\n    return WAYS[kind]()\n")
+    graph = CallGraph.build(HarnessSource.from_dir(pkg))
+    assert {(e.callee, e.how) for e in graph.callees("use:go")} == {("ways:fast", "table"), ("ways:slow", "table")}
