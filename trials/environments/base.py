@@ -64,7 +64,7 @@ class Environment(abc.ABC):
 
     @classmethod
     @abc.abstractmethod
-    def attach(cls, handle: dict[str, Any]) -> "Environment":
+    def attach(cls, handle: dict[str, Any]) -> Environment:
         """Reconnect to a started sandbox from its handle, without owning its lifetime."""
 
 

@@ -26,6 +26,7 @@ import select
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import tarfile
 import tempfile
@@ -50,7 +51,7 @@ CAPS = ("chown", "dac_override", "fowner", "fsetid", "kill", "setgid", "setuid",
         "net_raw", "sys_chroot", "mknod", "audit_write", "setfcap")
 MAX_OUTPUT = 8 * 1024 * 1024
 KEEPER_SCRIPT = "trap '' TERM INT HUP QUIT USR1 USR2; while :; do sleep 86400 & wait; done"
-JOB_MARK, TRIAL_MARK = "RISE_SANDBOX_JOB", "RISE_SANDBOX_TRIAL"
+JOB_MARK, TRIAL_MARK, OWNER_MARK = "RISE_SANDBOX_JOB", "RISE_SANDBOX_TRIAL", "RISE_SANDBOX_OWNER"
 
 
 def bwrap_available() -> bool:
@@ -197,7 +198,8 @@ class LocalEnvironment(Environment):
     def _launch_keeper(self) -> None:
         read_fd, write_fd = os.pipe()
         keeper_log = self.sandbox_dir / "keeper.log"
-        marks = {"PATH": CLEAN_PATH, JOB_MARK: self.job_id or "", TRIAL_MARK: str(self.trial_dir)}
+        marks = {"PATH": CLEAN_PATH, JOB_MARK: self.job_id or "", TRIAL_MARK: str(self.trial_dir),
+                 OWNER_MARK: owner_tag()}
         with keeper_log.open("wb") as errf:
             # Popen, not asyncio: the keeper must not depend on the event loop that happened to start it.
             self._proc = subprocess.Popen(self._bwrap_argv(write_fd), pass_fds=(write_fd,), env=marks,
@@ -407,6 +409,22 @@ def _choose_workdir(configured: str | None, from_dockerfile: str | None) -> str:
     return from_dockerfile or configured or "/app"
 
 
+def owner_tag() -> str:
+    """Who owns a sandbox: host, pid and start time of this process (a recycled pid does not match)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{_starttime(os.getpid())}"
+
+
+def owner_alive(tag: str) -> bool:
+    """False when the process named by ``owner_tag()`` on this host is gone; other hosts count as alive."""
+    try:
+        host, pid, start = tag.rsplit(":", 2)
+    except ValueError:
+        return False
+    if host != socket.gethostname():
+        return True
+    return str(_starttime(int(pid))) == start
+
+
 def _is_bash(pid: int) -> bool:
     try:
         return os.path.basename(os.readlink(f"/proc/{pid}/exe")) == "bash"
@@ -440,8 +458,12 @@ def _read_info(fd: int, timeout: float) -> dict[str, Any] | None:
     return None
 
 
-def reap_leftovers(job_id: str | None = None) -> int:
-    """SIGKILL local sandbox keepers left by a crashed job (all of ours when ``job_id`` is None)."""
+def reap_leftovers(job_id: str | None = None, include_live: bool = False) -> int:
+    """SIGKILL local sandbox keepers left by a crashed job (of any job when ``job_id`` is None).
+
+    Only keepers whose owning process is gone are touched unless ``include_live``: other jobs running on the
+    same machine keep their sandboxes. (With ``--die-with-parent`` an orphan is rare; this is the backstop.)
+    """
     killed = 0
     for proc_dir in Path("/proc").iterdir():
         if not proc_dir.name.isdigit():
@@ -453,7 +475,9 @@ def reap_leftovers(job_id: str | None = None) -> int:
                            (proc_dir / "environ").read_bytes().decode(errors="replace").split("\0") if "=" in item)
         except OSError:
             continue
-        if JOB_MARK in environ and (job_id is None or environ[JOB_MARK] == job_id):
+        if JOB_MARK not in environ or (job_id is not None and environ[JOB_MARK] != job_id):
+            continue
+        if include_live or not owner_alive(environ.get(OWNER_MARK, "")):
             try:
                 os.kill(int(proc_dir.name), signal.SIGKILL)
                 killed += 1

@@ -1,0 +1,348 @@
+"""The ``docker`` sandbox: one container per trial, built from the task's ``environment/Dockerfile``.
+
+The FROM line goes through the base-image map (``images.BaseImageMap``) so air-gapped machines build on
+``rise-base:bookworm``; task images are cached by a content hash of the environment folder and the rewritten
+Dockerfile, and builds of one image are serialised with a file lock (threads and processes alike). Containers run
+``sleep infinity`` under docker-init, carry ``rise.job`` / ``rise.trial`` labels, get the task's CPU and memory
+limits and no network when ``allow_internet = false``. docker-py is synchronous: every call goes through
+``asyncio.to_thread``. ``docker exec`` has no timeout, so commands run under ``timeout -s KILL`` inside.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import hashlib
+import io
+import logging
+import os
+import re
+import shlex
+import tarfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Self
+
+from ..errors import EnvironmentBuildError, InfraError, SandboxError
+from .base import Environment, ExecResult
+from .dockerfile import parse, rewrite_from
+from .images import BASE_IMAGE, BaseImageMap, cache_dir, docker_client, ensure_base_image, image_exists
+from .local import _choose_workdir, owner_alive, owner_tag, pack, split_sandbox_path, unpack_single
+
+log = logging.getLogger(__name__)
+
+JOB_LABEL, TRIAL_LABEL, TASK_LABEL, HASH_LABEL = "rise.job", "rise.trial", "rise.task", "rise.hash"
+OWNER_LABEL = "rise.owner"  # host:pid:starttime of the process that started the container
+TASK_IMAGE_REPO = "rise-task"
+TIMEOUT_GRACE = 30.0  # host-side backstop beyond the in-container timeout
+
+
+def _slug(text: str, limit: int = 40) -> str:
+    return re.sub(r"[^a-z0-9_.-]+", "-", text.lower()).strip("-.")[:limit] or "x"
+
+
+def context_hash(environment_dir: Path, dockerfile_text: str) -> str:
+    """Content hash of the build context (paths, modes, bytes) and the Dockerfile as it will be built."""
+    h = hashlib.sha256(dockerfile_text.encode())
+    if environment_dir.is_dir():
+        for p in sorted(environment_dir.rglob("*")):
+            rel = p.relative_to(environment_dir).as_posix()
+            if rel == "Dockerfile":
+                continue
+            h.update(f"\0{rel}\0{p.stat().st_mode & 0o777 if not p.is_symlink() else 0}\0".encode())
+            if p.is_symlink():
+                h.update(os.readlink(p).encode())
+            elif p.is_file():
+                h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def build_context_tar(environment_dir: Path, dockerfile_text: str) -> bytes:
+    """The environment folder with the rewritten Dockerfile in place of the task's own (never edited)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        if environment_dir.is_dir():
+            for p in sorted(environment_dir.iterdir()):
+                if p.name != "Dockerfile":
+                    tar.add(str(p), arcname=p.name)
+        data = dockerfile_text.encode()
+        info = tarfile.TarInfo("Dockerfile")
+        info.size, info.mtime, info.mode = len(data), int(time.time()), 0o644
+        tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+class _FileLock:
+    """An exclusive flock on a file under the cache; blocks threads and other processes alike."""
+
+    def __init__(self, name: str):
+        self.path = cache_dir().parent / "locks" / f"{name}.lock"
+
+    def __enter__(self) -> Self:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._f = self.path.open("w")
+        fcntl.flock(self._f, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        fcntl.flock(self._f, fcntl.LOCK_UN)
+        self._f.close()
+
+
+class DockerEnvironment(Environment):
+    """A Docker container for one trial (see the module docstring)."""
+
+    kind = "docker"
+
+    def __init__(self, task: Any, trial_dir: str | os.PathLike, job_id: str | None = None,
+                 base_image_map: BaseImageMap | None = None, client: Any = None):
+        self.task = task
+        self.trial_dir = Path(trial_dir).resolve()
+        self.job_id = job_id
+        self.base_image_map = base_image_map or BaseImageMap.from_env()
+        self.build_log = self.trial_dir / "build.log"
+        cfg = task.config.environment
+        self.allow_internet = bool(cfg.allow_internet)
+        self.workdir = cfg.workdir or "/app"
+        self.env: dict[str, str] = {k: str(v) for k, v in cfg.env.items()}
+        self.image: str | None = None
+        self.container_id: str | None = None
+        self._client = client
+        self._container: Any = None
+        self._owner = True
+
+    # ------------------------------------------------------------------ image
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            self._client = docker_client()
+        return self._client
+
+    def _resolve_from(self, image: str) -> str:
+        target = self.base_image_map.resolve(image, present=lambda name: image_exists(self.client, name))
+        if target == BASE_IMAGE and not image_exists(self.client, BASE_IMAGE):
+            with _FileLock("rise-base"):
+                ensure_base_image(client=self.client)
+        return target
+
+    def _ensure_image(self) -> str:
+        """Build (or reuse) the task image; returns its tag."""
+        cfg = self.task.config.environment
+        dockerfile = self.task.dockerfile
+        if dockerfile is None:
+            if not cfg.docker_image:
+                raise EnvironmentBuildError(f"task {self.task.name} has neither environment/Dockerfile "
+                                            "nor [environment].docker_image")
+            return self._resolve_from(cfg.docker_image)
+        original = Path(dockerfile).read_text()
+        text, changes = rewrite_from(original, self._resolve_from)
+        workdirs = [i.args.strip() for i in parse(text) if i.keyword == "WORKDIR"]
+        self.workdir = _choose_workdir(cfg.workdir, workdirs[-1] if workdirs else None)
+        context = Path(self.task.environment_dir)
+        digest = context_hash(context, text)
+        tag = f"{TASK_IMAGE_REPO}-{_slug(self.task.name)}:{digest}"
+        with _FileLock(f"build-{_slug(self.task.name)}-{digest}"):
+            if image_exists(self.client, tag):
+                self.build_log.parent.mkdir(parents=True, exist_ok=True)
+                self.build_log.write_text(f"# cached image {tag} (content hash of {context})\n")
+                return tag
+            self._build(tag, context, text, changes, float(cfg.build_timeout_sec or 600), digest)
+        return tag
+
+    def _build(self, tag: str, context: Path, text: str, changes: list[tuple[str, str]], timeout: float,
+               digest: str) -> None:
+        self.build_log.parent.mkdir(parents=True, exist_ok=True)
+        deadline = time.monotonic() + timeout
+        error: str | None = None
+        with self.build_log.open("w") as logf:
+            for old, new in changes:
+                logf.write(f"# FROM {old} -> {new} (base-image map)\n")
+            try:
+                stream = self.client.api.build(
+                    fileobj=io.BytesIO(build_context_tar(context, text)), custom_context=True, tag=tag,
+                    rm=True, forcerm=True, pull=False, decode=True, timeout=timeout + 60,
+                    labels={TASK_LABEL: self.task.name, HASH_LABEL: digest})
+                for chunk in stream:
+                    if "stream" in chunk:
+                        logf.write(chunk["stream"])
+                    if "error" in chunk:
+                        error = chunk["error"]
+                        logf.write(f"ERROR: {error}\n")
+                    if time.monotonic() > deadline:
+                        error = f"build timed out after {timeout:.0f}s (build_timeout_sec)"
+                        logf.write(f"ERROR: {error}\n")
+                        stream.close()
+                        break
+            except Exception as exc:  # noqa: BLE001 - any engine failure is a build failure, with its log
+                error = f"{type(exc).__name__}: {exc}"
+                logf.write(f"ERROR: {error}\n")
+        if error or not image_exists(self.client, tag):
+            raise EnvironmentBuildError(f"building the image of {self.task.name} failed: "
+                                        f"{(error or 'no image produced').strip()}; see {self.build_log}",
+                                        log_path=str(self.build_log))
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        try:
+            await asyncio.to_thread(lambda: self.client)
+        except InfraError as exc:
+            raise SandboxError(str(exc)) from exc
+        self.image = await asyncio.to_thread(self._ensure_image)
+        cfg = self.task.config.environment
+        name = f"rise-{_slug(self.job_id or 'nojob', 20)}-{_slug(self.trial_dir.name)}-{uuid.uuid4().hex[:6]}"
+        labels = {JOB_LABEL: self.job_id or "", TRIAL_LABEL: self.trial_dir.name, TASK_LABEL: self.task.name,
+                  OWNER_LABEL: owner_tag()}
+        kwargs: dict[str, Any] = {
+            "command": ["sleep", "infinity"], "detach": True, "init": True, "name": name,
+            "working_dir": self.workdir, "environment": self.env, "labels": labels,
+            "nano_cpus": int(float(cfg.cpus) * 1e9), "mem_limit": f"{int(cfg.memory_mb)}m"}
+        if not self.allow_internet:
+            kwargs["network_mode"] = "none"
+        try:
+            self._container = await asyncio.to_thread(self.client.containers.run, self.image, **kwargs)
+        except Exception as exc:
+            raise SandboxError(f"starting a container of {self.image} failed: {exc}") from exc
+        self.container_id = self._container.id
+        res = await self.exec("mkdir -p /logs/verifier /logs/agent " + shlex.quote(self.workdir), cwd="/")
+        if not res.ok:
+            await self.stop()
+            raise SandboxError(f"the container of {self.image} cannot run bash: {res.stderr or res.stdout}")
+
+    async def stop(self) -> None:
+        if not self._owner or self.container_id is None:
+            return
+        import docker.errors
+
+        cid, self.container_id = self.container_id, None
+        try:
+            await asyncio.to_thread(lambda: self.client.containers.get(cid).remove(force=True))
+        except docker.errors.NotFound:
+            pass
+
+    def handle(self) -> dict[str, Any]:
+        return {"kind": self.kind, "container_id": self.container_id, "image": self.image,
+                "workdir": self.workdir, "env": self.env, "trial_dir": str(self.trial_dir),
+                "job_id": self.job_id}
+
+    @classmethod
+    def attach(cls, handle: dict[str, Any]) -> DockerEnvironment:
+        env = cls.__new__(cls)
+        env.task = None
+        env.trial_dir = Path(handle["trial_dir"])
+        env.job_id = handle.get("job_id")
+        env.base_image_map = BaseImageMap()
+        env.build_log = env.trial_dir / "build.log"
+        env.allow_internet = False
+        env.workdir = handle.get("workdir") or "/app"
+        env.env = dict(handle.get("env") or {})
+        env.image = handle.get("image")
+        env.container_id = handle["container_id"]
+        env._client = None
+        env._container = None
+        env._owner = False
+        return env
+
+    # ------------------------------------------------------------------ exec and copies
+
+    def _get_container(self) -> Any:
+        if self.container_id is None:
+            raise SandboxError("the docker sandbox is not started")
+        if self._container is None:
+            import docker.errors
+
+            try:
+                self._container = self.client.containers.get(self.container_id)
+            except docker.errors.NotFound as exc:
+                raise SandboxError(f"container {self.container_id[:12]} is gone") from exc
+        return self._container
+
+    async def exec(self, cmd: str, cwd: str | None = None, env: dict[str, str] | None = None,
+                   timeout: float | None = None, user: str | None = None) -> ExecResult:
+        argv = ["bash", "-c", cmd]
+        if timeout is not None:
+            argv = ["timeout", "-s", "KILL", f"{max(timeout, 0.01):.3f}", *argv]
+        container = await asyncio.to_thread(self._get_container)
+
+        def run() -> tuple[int, bytes | None, bytes | None]:
+            res = container.exec_run(argv, workdir=cwd or self.workdir, environment=env or {},
+                                     user=user or "", demux=True)
+            out, err = res.output if res.output else (None, None)
+            return res.exit_code, out, err
+
+        t0 = time.monotonic()
+        backstop = None if timeout is None else timeout + TIMEOUT_GRACE
+        try:
+            rc, out, err = await asyncio.wait_for(asyncio.to_thread(run), backstop)
+        except TimeoutError:  # a background process kept the exec's output open past the kill
+            return ExecResult(returncode=124, stderr="exec did not return after its timeout", timed_out=True)
+        except Exception as exc:
+            raise SandboxError(f"docker exec failed: {exc}") from exc
+        timed_out = timeout is not None and rc in (124, 137) and time.monotonic() - t0 >= timeout * 0.95
+        return ExecResult(returncode=124 if timed_out else int(rc if rc is not None else -1),
+                          stdout=(out or b"").decode(errors="replace"),
+                          stderr=(err or b"").decode(errors="replace"), timed_out=timed_out)
+
+    async def upload(self, src: Path, dst: str) -> None:
+        """Copy host ``src`` to container path ``dst`` (a folder's contents go into folder ``dst``)."""
+        src = Path(src)
+        if not src.exists():
+            raise FileNotFoundError(src)
+        dst = dst if dst.startswith("/") else f"{self.workdir}/{dst}"
+        if src.is_dir():
+            target, data = dst, pack(src, ".")
+        else:
+            target, name = split_sandbox_path(dst)
+            data = pack(src, name)
+        res = await self.exec(f"mkdir -p {shlex.quote(target)}", cwd="/")
+        if not res.ok:
+            raise SandboxError(f"upload {src} -> {dst}: mkdir failed: {res.stderr.strip()}")
+        container = await asyncio.to_thread(self._get_container)
+        ok = await asyncio.to_thread(container.put_archive, target, data)
+        if not ok:
+            raise SandboxError(f"upload {src} -> {dst} failed")
+
+    async def download(self, src: str, dst: Path) -> None:
+        """Copy container path ``src`` (file or folder) to host path ``dst``."""
+        import docker.errors
+
+        src = src if src.startswith("/") else f"{self.workdir}/{src}"
+        _, name = split_sandbox_path(src)
+        container = await asyncio.to_thread(self._get_container)
+
+        def fetch() -> bytes:
+            stream, _ = container.get_archive(src)
+            return b"".join(stream)
+
+        try:
+            data = await asyncio.to_thread(fetch)
+        except docker.errors.NotFound as exc:
+            raise FileNotFoundError(f"{src} does not exist in the container") from exc
+        await asyncio.to_thread(unpack_single, data, name, Path(dst))
+
+
+def reap_leftovers(job_id: str | None = None, client: Any = None, include_live: bool = False) -> int:
+    """Remove containers of a crashed job (of any job when ``job_id`` is None); returns the count.
+
+    Called by the runner at job start. Only containers whose owning process is gone are removed unless
+    ``include_live`` (so a second job on the same engine keeps its sandboxes). No engine: returns 0.
+    """
+    import docker.errors
+
+    try:
+        client = client or docker_client()
+    except InfraError:
+        return 0
+    label = f"{JOB_LABEL}={job_id}" if job_id is not None else JOB_LABEL
+    removed = 0
+    for c in client.containers.list(all=True, filters={"label": label}):
+        if not include_live and owner_alive((c.labels or {}).get(OWNER_LABEL, "")):
+            continue
+        try:
+            c.remove(force=True)
+            removed += 1
+        except docker.errors.APIError as exc:  # already going away
+            log.debug("reap %s: %s", c.id[:12], exc)
+    return removed
