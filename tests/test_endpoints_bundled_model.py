@@ -1,0 +1,77 @@
+"""The real bundled model (llama.cpp + Qwen2.5-Coder-0.5B) through ServerProcess and ModelClient.
+
+Marked ``model``; skips when the server binary or the model is not in the cache (this test never builds:
+``rise serve bundled`` or ``scripts`` set-up does that once).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from trials.endpoints import bundled
+from trials.endpoints.client import ContextLengthExceeded, ModelClient
+from trials.endpoints.serve import ServerProcess, free_port, load_state
+
+MODEL = "qwen2.5-coder-0.5b"
+
+pytestmark = pytest.mark.model
+
+
+def _cached() -> str | None:
+    """Why the test cannot run, or None when binary and model are cached."""
+    if not bundled.server_binary_path().exists():
+        return f"llama-server not built at {bundled.server_binary_path()} (run: rise serve bundled)"
+    model = bundled.model_path(MODEL)
+    stamp = model.with_suffix(".sha256")
+    if not model.exists() or not stamp.exists() or stamp.read_text().strip() != bundled.MODELS[MODEL].sha256:
+        return f"{MODEL} not assembled at {model} (run: rise serve bundled -m {MODEL})"
+    return None
+
+
+@pytest.fixture(scope="module")
+def server():
+    reason = _cached()
+    if reason:
+        pytest.skip(reason)
+    proc = ServerProcess.bundled(MODEL, free_port(), ctx=4096, threads=2, parallel=2,
+                                 name=f"test-bundled-{os.getpid()}")
+    spec = proc.start(progress=lambda m: None)
+    yield proc, spec
+    proc.stop()
+    assert not proc.running()
+
+
+async def test_n2_schema_and_context_error(server):
+    _, spec = server
+    spec = spec.model_copy(update={"timeout_sec": 120})
+    async with ModelClient(spec) as client:
+        assert await client.health()
+        assert await client.context_limit() == 2048  # 4096 over 2 slots
+        res = await client.chat([{"role": "user", "content": "Count from 1 to 50, comma separated."}], n=2,
+                                max_tokens=6, temperature=1.0, logprobs=True, top_logprobs=2)
+        assert len(res.choices) == 2 and res.requests == 1 and client.supports_n
+        if all(c.finish_reason == "length" for c in res.choices):
+            assert res.output_tokens >= 10  # both choices counted, not llama.cpp's first-choice usage
+        assert res.choices[0].logprobs and res.choices[0].logprobs[0].top_logprobs
+        schema = {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]}
+        res = await client.chat([{"role": "user", "content": "What is 2+3? Answer in JSON."}], max_tokens=24,
+                                temperature=0.0,
+                                response_format={"type": "json_schema",
+                                                 "json_schema": {"name": "answer", "schema": schema}})
+        assert isinstance(json.loads(res.text)["answer"], int)
+        assert await client.count_tokens("hello world") > 0
+        with pytest.raises(ContextLengthExceeded) as info:
+            await client.chat([{"role": "user", "content": "word " * 3000}], max_tokens=4)
+        assert info.value.limit == 2048
+
+
+def test_stop_leaves_no_process(server):
+    proc, _ = server
+    pid = proc.pid
+    proc.stop()
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pid, 0)
+    assert load_state(proc.name) is None
