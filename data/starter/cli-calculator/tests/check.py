@@ -18,7 +18,8 @@ cases = [  # argv, stdout, stderr, exit status
 ]
 failures = []
 for argv, out, err, status in cases:
-    run = subprocess.run([sys.executable, str(prog), *argv], capture_output=True, text=True, timeout=20)
+    run = subprocess.run([sys.executable, str(prog), *argv], capture_output=True, text=True, timeout=20,
+                         check=False)
     got = (run.stdout.strip(), run.stderr.strip(), run.returncode)
     if got != (out, err, status):
         failures.append(f"calc.py {' '.join(argv)}: got (stdout, stderr, status) {got!r}, expected {(out, err, status)!r}")

@@ -6,7 +6,7 @@ out = Path("/app/large_files.txt")
 if not out.is_file():
     sys.exit(f"FAIL: {out} does not exist")
 lines = [line.rstrip("\r") for line in out.read_text().splitlines() if line.strip()]
-lines = [line[2:] if line.startswith("./") else line for line in lines]
+lines = [line.removeprefix("./") for line in lines]
 expected = sorted(
     [".cache/blob", "big report.csv", "images/photo.dat", "just-over.bin", "logs/app.log", "logs/old/app.2.log"]
 )
