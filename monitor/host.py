@@ -128,6 +128,7 @@ def run(harness_dir: str | Path, spec_path: str | Path, *, backend: str | None =
     def on_sigterm(signum, frame):
         # Unwind instead of dying: open spans end (error status), the harness's finally blocks run.
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        monitor.instrumentation.terminating = True
         raise SystemExit(128 + signum)
 
     signal.signal(signal.SIGTERM, on_sigterm)

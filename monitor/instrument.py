@@ -135,6 +135,7 @@ class Instrumentation:
         self.config_path = config_path
         self.default_model = default_model
         self.active = True
+        self.terminating = False  # set by monitor.host on SIGTERM: cancellations are then the kill
         self.patches: list[Patch] = []
         self.sites: dict[str, Site] = {}
         self.internal_errors = 0
@@ -350,7 +351,11 @@ class Instrumentation:
             message = capture(str(exc), limit, redact)
             stack = capture("".join(traceback.format_exception(exc)), limit, redact)
             cancelled = isinstance(exc, (asyncio.CancelledError, GeneratorExit))
-            extra = {"rise.cancelled": True} if cancelled else None
+            extra: dict[str, Any] | None = None
+            if self.terminating:
+                extra, cancelled = {"rise.terminated": True}, False
+            elif cancelled:
+                extra = {"rise.cancelled": True}
             self.tracer.finish(handle, extra, (etype, message, stack), error_status=not cancelled)
         except Exception:  # noqa: BLE001 - see _enter
             self._internal_error()

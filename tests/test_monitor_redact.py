@@ -1,0 +1,53 @@
+"""Secret redaction: env values whose names look secret, textual patterns, logs, leak scan."""
+
+from __future__ import annotations
+
+import logging
+
+from monitor.redact import REDACTED, Redactor, install_log_redaction, scan_for_leaks
+
+KEY = "sk-proj-PLANTEDplanted1234567890"
+
+
+def test_env_values_and_patterns():
+    r = Redactor({"OPENAI_API_KEY": KEY, "MY_TOKEN": "tok_0123456789", "HOME": "/root/somewhere",
+                  "SHORT_KEY": "1"}, patterns=[r"corp-[0-9a-f]{8}"])
+    text = (f"key {KEY} tok_0123456789 /root/somewhere 1 Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.abc "
+            "ghp_abcdefghijklmnopqrstuvwxyz012345 AKIAABCDEFGHIJKLMNOP api_key=hunter2hunter2 corp-deadbeef "
+            "hf_abcdefghijklmnopqrstuvwx sk-ant-api03-abcdefghijklmnopqrstu")
+    out = r.redact(text)
+    for secret in [KEY, "tok_0123456789", "eyJhbGciOiJIUzI1NiJ9", "ghp_abc", "AKIAABCD", "hunter2",
+                   "corp-deadbeef", "hf_abc", "sk-ant-api03"]:
+        assert secret not in out, (secret, out)
+    assert "/root/somewhere" in out and "Bearer " + REDACTED in out and "api_key=" + REDACTED in out
+    assert " 1 " in out  # short values are not treated as secrets
+    assert r.leaks(out) == []
+
+
+def test_endpoint_key_env_is_redacted_whatever_its_name():
+    r = Redactor({"LLM_CRED_X": "abcdefgh12345678"}, env_names="NOTHING", extra_env_vars=["LLM_CRED_X"])
+    assert r.redact("x abcdefgh12345678 y") == f"x {REDACTED} y"
+
+
+def test_plain_text_is_untouched():
+    r = Redactor({})
+    text = "ls -la /app && cat notes.txt | grep token_count\nkeyboard layout: us"
+    assert r.redact(text) == text
+
+
+def test_log_records_are_redacted(caplog):
+    old = logging.getLogRecordFactory()
+    try:
+        install_log_redaction(Redactor({"SERVICE_SECRET": KEY}))
+        with caplog.at_level(logging.INFO):
+            logging.getLogger("harness").info("calling with %s", KEY)
+    finally:
+        logging.setLogRecordFactory(old)
+    assert KEY not in caplog.text and REDACTED in caplog.text
+
+
+def test_scan_for_leaks(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "x.json").write_text(f'{{"k": "{KEY}"}}')
+    (tmp_path / "clean.txt").write_text("nothing")
+    assert scan_for_leaks(tmp_path, [KEY]) == {"a/x.json": ["sk-p…"]}
