@@ -6,6 +6,7 @@ import base64
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
 
 from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -77,7 +78,7 @@ def test_round_trip(tmp_path):
 
 
 class _Collector(BaseHTTPRequestHandler):
-    received: list[ExportTraceServiceRequest] = []
+    received: ClassVar[list] = []
 
     def do_POST(self):
         body = self.rfile.read(int(self.headers["Content-Length"]))

@@ -50,7 +50,7 @@ def host(spec: Path, harness: Path = FIXTURE, **kw) -> subprocess.Popen:
 def test_exception_gives_error_span_and_result_is_written(tmp_path):
     spec = write_spec(tmp_path, "boom")
     proc = host(spec)
-    out, err = proc.communicate(timeout=60)
+    _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     result = json.loads((tmp_path / "agent" / "agent_result.json").read_text())
     assert result["status"] == "error" and "exploded" in result["error"]
@@ -87,7 +87,7 @@ def test_sigterm_unwinds_open_spans_and_lets_the_harness_finish(tmp_path):
     spans = tmp_path / "agent" / "spans.jsonl"
     wait_for(spans, "tools:fetch", 4)
     proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=30)
+    _out, err = proc.communicate(timeout=30)
     assert proc.returncode == 128 + signal.SIGTERM, err
     trace = TrialTrace.load(tmp_path)
     (step1,) = trace.spans_of("loop:Agent.step", episode=1)
@@ -117,6 +117,6 @@ def test_bad_boundary_stops_the_trial_with_a_clear_error(tmp_path):
     (harness / "recording.toml").write_text('[[boundary]]\ntarget = "loop:Agent.stepp"\n')
     spec = write_spec(tmp_path, "plain")
     proc = host(spec, harness)
-    out, err = proc.communicate(timeout=60)
+    _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 3
     assert "recording.toml [boundary[0].target]" in err and "fixpkg.loop.Agent.stepp does not exist" in err

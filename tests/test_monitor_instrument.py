@@ -133,7 +133,7 @@ def test_exception_is_recorded_and_reraised_unchanged(fixpkg, backend):
     names = by_name(spans)
     boom = names["tools:explode"][0]
     assert boom.status_code == STATUS_ERROR and "ValueError" in boom.status_message
-    (t, ev_name, ev) = boom.events[0]
+    (_t, ev_name, ev) = boom.events[0]
     assert ev_name == "exception" and ev["exception.type"] == "ValueError"
     assert ev["exception.message"] == "exploded: on purpose" and "Traceback" in ev["exception.stacktrace"]
     assert boom.attributes["rise.episode"] == 1
