@@ -190,9 +190,10 @@ async def test_attach_from_another_process_and_keeper_outlives_it(sandbox):
             print(r.returncode)
         asyncio.run(main())
     """)
-    proc = subprocess.run([sys.executable, "-c", script, json.dumps(sandbox.handle())], cwd=REPO,
-                          capture_output=True, text=True, timeout=60, check=False)
-    assert proc.returncode == 0 and proc.stdout.strip() == "0", proc.stderr
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", script, json.dumps(sandbox.handle()),
+                                                cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0 and out.decode().strip() == "0", err.decode()
     r = await sandbox.exec("cat /app/h.txt" + ("; tmux has-session -t h && echo tmux-ok" if shutil.which("tmux")
                                                 else ""))
     assert r.stdout.startswith("from-harness\n"), r
