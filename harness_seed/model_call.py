@@ -1,0 +1,106 @@
+"""The harness's one way to the model: a chat call with the reference retry policy, and N-sampling.
+
+Retry policy (settings ``[model]``): up to ``max_attempts`` attempts, waiting ``multiplier * 2**(k-1)``
+seconds after the k-th failure, clamped to ``[retry_wait_min_sec, retry_wait_max_sec]`` (4 s, 4 s, 8 s, ...
+by default). A context-length or an auth error is never retried; an output-length cut is not an error here
+(the reply comes back with ``finish_reason == "length"`` and the loop decides). Every successful call adds
+its tokens to the generator part of the cost ledger.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import trials.harness_api as api
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ModelReply:
+    """One assistant reply. ``extra`` carries what wrappers add (e.g. ``extra["midharness"]``)."""
+
+    text: str
+    finish_reason: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    latency_sec: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _never_retried(exc: BaseException) -> bool:
+    return isinstance(exc, (api.ContextLengthExceeded, api.AuthError))
+
+
+class ModelCaller:
+    """Generator calls for one trial. ``settings`` is the ``[model]`` section; ``cost`` the trial's ledger."""
+
+    def __init__(self, client: Any, settings: Any, cost: api.CostLedger,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep):
+        self.client, self.s, self.cost, self._sleep = client, settings, cost, sleep
+        self.request_log: list[dict[str, Any]] = []  # one entry per HTTP attempt, for the trajectory
+
+    def retry_wait(self, failed_attempt: int) -> float:
+        """Seconds to wait after the ``failed_attempt``-th (1-based) failure."""
+        wait = self.s.retry_multiplier * 2 ** (failed_attempt - 1)
+        return min(self.s.retry_wait_max_sec, max(self.s.retry_wait_min_sec, wait))
+
+    async def _with_retries(self, kind: str, fn: Callable[[], Awaitable[Any]]) -> Any:
+        attempt = 0
+        while True:
+            attempt += 1
+            started = time.monotonic()
+            try:
+                result = await fn()
+            except api.ModelError as exc:
+                self.request_log.append({"kind": kind, "attempt": attempt, "sec": time.monotonic() - started,
+                                         "error": f"{type(exc).__name__}: {str(exc)[:300]}"})
+                if _never_retried(exc) or attempt >= self.s.max_attempts:
+                    raise
+                wait = self.retry_wait(attempt)
+                log.warning("model call failed (%s, attempt %d/%d); retrying in %.1f s", type(exc).__name__,
+                            attempt, self.s.max_attempts, wait)
+                await self._sleep(wait)
+                continue
+            self.request_log.append({"kind": kind, "attempt": attempt, "sec": time.monotonic() - started,
+                                     "error": None})
+            return result
+
+    async def call(self, messages: list[dict]) -> ModelReply:
+        """One chat completion of ``messages`` (with retries). Adds its usage to ``cost.generator`` and its
+        output tokens to ``cost.parallel_output_tokens`` (a single call is its own critical path)."""
+        result = await self._with_retries("call", lambda: self.client.chat(
+            messages, temperature=self.s.temperature, max_tokens=self.s.max_tokens))
+        choice = result.choices[0]
+        self.cost.generator.add(result.input_tokens, result.output_tokens)
+        self.cost.parallel_output_tokens += result.output_tokens
+        return ModelReply(text=choice.text, finish_reason=choice.finish_reason, input_tokens=result.input_tokens,
+                          output_tokens=result.output_tokens, latency_sec=result.latency_sec,
+                          extra={"requests": result.requests, "usage_estimated": result.usage_estimated})
+
+    async def sample(self, messages: list[dict], n: int, temperature: float | None) -> list[ModelReply]:
+        """``n`` replies to the same ``messages`` in one request (the client fills missing choices with
+        parallel single requests itself). Adds the usage to ``cost.generator``; parallel output tokens are
+        left to the caller, which knows how the branches are combined.
+
+        The server reports one output count for all choices; each reply gets a share proportional to its
+        text length (``extra["output_tokens_estimated"]``), so the shares add up to the reported total.
+        """
+        result = await self._with_retries("sample", lambda: self.client.chat(
+            messages, n=n, temperature=temperature, max_tokens=self.s.max_tokens))
+        self.cost.generator.add(result.input_tokens, result.output_tokens, calls=result.requests)
+        lengths = [max(len(c.text), 1) for c in result.choices]
+        shares = [result.output_tokens * length // sum(lengths) for length in lengths]
+        if shares:
+            shares[-1] += result.output_tokens - sum(shares)
+        return [
+            ModelReply(text=c.text, finish_reason=c.finish_reason, input_tokens=result.input_tokens,
+                       output_tokens=share, latency_sec=result.latency_sec,
+                       extra={"choice_index": i, "output_tokens_estimated": True, "requests": result.requests})
+            for i, (c, share) in enumerate(zip(result.choices, shares))
+        ]

@@ -1,0 +1,148 @@
+"""The agent's terminal: one tmux session inside the sandbox, driven only through ``env.exec``.
+
+The session is ``-x 160 -y 40`` running ``bash --login`` with a large history, its pane piped to a log file.
+Keys go through ``tmux send-keys``, shell-quoted and split so each send-keys command line stays under the
+tmux message limit. The agent sends non-blocking (send, then sleep for the command's duration); the blocking
+mode appends ``; tmux wait -S done`` to the command and waits for that signal, raising
+:class:`TmuxTimeout` when it does not come in time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shlex
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+# What ends a keystroke string that runs a command (for the blocking mode).
+_ENTER_KEYS = ("Enter", "C-m", "KPEnter", "C-j", "^M", "^J")
+
+
+class TmuxError(RuntimeError):
+    """tmux is missing in the sandbox or does not answer (an environment failure, not the agent's)."""
+
+    cause = "sandbox"
+
+
+class TmuxTimeout(TimeoutError):
+    """A blocking command did not signal completion within its limit."""
+
+    def __init__(self, keys: str, timeout_sec: float):
+        super().__init__(f"command did not finish within {timeout_sec:g} s: {keys[:80]!r}")
+        self.keys, self.timeout_sec = keys, timeout_sec
+
+
+def split_for_send(keys: str, prefix: str, max_bytes: int) -> list[str]:
+    """Split ``keys`` so that ``prefix + shell-quoted piece`` is under ``max_bytes`` bytes for each piece."""
+    budget = max_bytes - len(prefix.encode()) - 4  # the two quotes, a possible ';' escape, slack
+    if budget < 16:
+        raise ValueError(f"max_bytes={max_bytes} leaves no room for keys after {prefix!r}")
+    pieces, current, size = [], [], 0
+    for ch in keys:
+        cost = 5 if ch == "'" else len(ch.encode())  # shlex.quote writes ' as '"'"'
+        if size + cost > budget and current:
+            pieces.append("".join(current))
+            current, size = [], 0
+        current.append(ch)
+        size += cost
+    if current:
+        pieces.append("".join(current))
+    return pieces
+
+
+def tmux_arg(piece: str) -> str:
+    """``piece`` as one shell-quoted send-keys argument. tmux reads a trailing ``;`` as a command separator
+    (and drops it), so a trailing ``;`` is escaped as ``\\;``, which tmux turns back into ``;``."""
+    if piece.endswith(";"):
+        piece = piece[:-1] + "\\;"
+    return shlex.quote(piece)
+
+
+def is_executing(keys: str) -> bool:
+    """Whether ``keys`` ends by pressing Enter (so a blocking wait makes sense)."""
+    return keys.endswith("\n") or keys.endswith(_ENTER_KEYS)
+
+
+class TmuxSession:
+    """One named tmux session in the sandbox. ``settings`` is the ``[tmux]`` section (see settings.py)."""
+
+    def __init__(self, env: Any, settings: Any, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep):
+        self.env, self.s, self._sleep = env, settings, sleep
+        self.name = settings.session_name
+        self.target = shlex.quote(self.name)
+
+    async def _exec(self, cmd: str, timeout: float | None = None, check: bool = True) -> Any:
+        result = await self.env.exec(cmd, timeout=timeout or self.s.exec_timeout_sec)
+        if result.timed_out:
+            raise TmuxError(f"tmux command timed out in the sandbox: {cmd[:120]}")
+        if check and result.returncode != 0:
+            raise TmuxError(f"tmux command failed ({result.returncode}): {cmd[:120]}: "
+                            f"{(result.stderr or result.stdout).strip()[:400]}")
+        return result
+
+    async def start(self) -> None:
+        """Create the session (or adopt a live one of the same name) and wait for the shell's first prompt."""
+        probe = await self._exec("command -v tmux", check=False)
+        if probe.returncode != 0:
+            raise TmuxError("tmux is not installed in the sandbox (the task image must provide it)")
+        if await self.is_alive():
+            log.info("adopting the running tmux session %s", self.name)
+            return
+        logfile = shlex.quote(self.s.pane_log)
+        cmd = (
+            f"mkdir -p \"$(dirname {logfile})\" && export TERM={shlex.quote(self.s.term)} && "
+            f"tmux start-server \\; set-option -g history-limit {int(self.s.history_limit)} \\; "
+            f"new-session -d -s {self.target} -x {int(self.s.width)} -y {int(self.s.height)} "
+            f"{shlex.quote(self.s.shell)} \\; pipe-pane -t {self.target} {shlex.quote('cat > ' + logfile)}"
+        )
+        await self._exec(cmd)
+        deadline = time.monotonic() + self.s.startup_timeout_sec
+        while time.monotonic() < deadline:  # a login shell takes a moment to print its prompt
+            if (await self.capture()).strip():
+                return
+            await self._sleep(0.05)
+
+    async def is_alive(self) -> bool:
+        """Whether the session still exists."""
+        result = await self.env.exec(f"tmux has-session -t {self.target}", timeout=self.s.exec_timeout_sec)
+        return result.returncode == 0 and not result.timed_out
+
+    async def capture(self, entire: bool = False) -> str:
+        """The visible pane, or with ``entire`` the whole scrollback."""
+        history = "-S - " if entire else ""
+        result = await self._exec(f"tmux capture-pane -p {history}-t {self.target}")
+        return result.stdout
+
+    async def _send(self, keys: str) -> None:
+        prefix = f"tmux send-keys -t {self.target} -- "
+        for piece in split_for_send(keys, prefix, self.s.max_send_bytes):
+            await self._exec(prefix + tmux_arg(piece))
+
+    async def send_keys(self, keys: str, block: bool = False, min_timeout_sec: float = 0.0,
+                        max_timeout_sec: float | None = None) -> None:
+        """Type ``keys`` into the pane. Non-blocking: send, then sleep ``min_timeout_sec``. Blocking (only for
+        keys that end with Enter): wait for the command to finish, at most ``max_timeout_sec`` (default the
+        ``blocking_timeout_sec`` setting), raising :class:`TmuxTimeout` past it."""
+        started = time.monotonic()
+        if block and is_executing(keys):
+            limit = max_timeout_sec if max_timeout_sec is not None else self.s.blocking_timeout_sec
+            body = keys[:-1] if keys.endswith("\n") else keys[: -len(next(k for k in _ENTER_KEYS
+                                                                             if keys.endswith(k)))]
+            await self._send(body)
+            await self._exec(f"tmux send-keys -t {self.target} -- '; tmux wait -S done' Enter")
+            result = await self.env.exec(f"timeout {limit:g}s tmux wait done", timeout=limit + 10)
+            if result.returncode != 0:
+                raise TmuxTimeout(keys, limit)
+        elif keys:
+            await self._send(keys)
+        remaining = min_timeout_sec - (time.monotonic() - started)
+        if remaining > 0:
+            await self._sleep(remaining)
+
+    async def stop(self) -> None:
+        """Kill the session (idempotent)."""
+        await self.env.exec(f"tmux kill-session -t {self.target}", timeout=self.s.exec_timeout_sec)
