@@ -236,7 +236,7 @@ async def test_n1_makes_exactly_the_base_agents_requests():
         assert srv.requests == base_requests
     assert [r.text for r in mine] == [r.text for r in base]
     assert "midharness" not in mine[0].extra
-    assert cost.verifier.calls == 0 and cost.parallel_output_tokens == sum(r.output_tokens for r in mine)
+    assert cost.verifier.calls == 0 and cost.parallel_output_tokens == 0  # the caller books N=1 POT itself
 
 
 # -- merging, unparseable candidates, ties ------------------------------------------------------------------
@@ -408,3 +408,34 @@ def test_build_actor_validates_settings():
     with pytest.raises(Exception, match="extra"):
         build_actor({"n": 4, "pivot": 3}, None, object(), INSTRUCTION, parse, None)
     assert isinstance(build_actor({"n": 2}, None, object(), INSTRUCTION, parse, None), MidHarnessActor)
+
+
+# -- with the harness's own model caller and JSON parser --------------------------------------------------
+
+
+async def test_with_the_harness_model_caller_and_parser():
+    model_call = pytest.importorskip("harness_seed.model_call")
+    parsing = pytest.importorskip("harness_seed.parsing")
+    from harness_seed.settings import load_settings
+
+    settings = load_settings()
+
+    def parse_json(text: str):
+        return parsing.parse_response(text, "json")
+
+    cost = CostLedger()
+    with ScriptedServer(prefer(PREFERRED, CANDIDATES)) as srv:
+        async with client_for(srv) as client:
+            caller = model_call.ModelCaller(client, settings.model, cost)
+            mid = dict(settings.midharness, n=4, verifier="tournament")
+            actor = build_actor(mid, caller, None, INSTRUCTION, parse_json, cost)  # None: the caller's client
+            reply = await actor.act(HISTORY)
+        requests = list(srv.requests)
+    rec = reply.extra["midharness"]
+    assert isinstance(reply, model_call.ModelReply) and rec["choice_sample"] == 2
+    assert [c.keystrokes for c in parse_json(reply.text).commands] == [PREFERRED + "\n"]
+    assert rec["calls"] == expected_calls("tournament", 4, rec) == len(requests) - 1
+    assert cost.generator.calls == 1 and cost.verifier.calls == rec["calls"]
+    stages = 1 + any(v["stage"] == "pivot" for v in rec["verdicts"])
+    shares = [c["output_tokens"][0] for c in rec["candidates"]]
+    assert cost.parallel_output_tokens == rec["pot"] == max(shares) + stages

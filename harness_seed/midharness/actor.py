@@ -7,9 +7,10 @@ Cost accounting (added to the trial's ``CostLedger``):
   generator that is the longest of the N branches (they decode side by side); for verification it is, per
   stage of calls that can run at once, the longest verifier output, summed over stages (listwise, pointwise
   and pairwise have one stage; the tournament two: ring, then pivots). At N = 1 it is the reply's output
-  tokens. Limits of real hardware (our ``max_concurrency``, batch size) are left out on purpose, so POT
-  compares mechanisms, not machines.
-- The generator's own tokens are counted by the model caller (``cost.generator``), as for the base agent.
+  tokens, booked by the caller's ``call`` itself. Limits of real hardware (our ``max_concurrency``, batch
+  size) are left out on purpose, so POT compares mechanisms, not machines.
+- The generator's own tokens are counted by the model caller (``cost.generator``), as for the base agent;
+  for ``sample`` it splits the one reported output count over the branches, and POT takes the largest share.
 """
 
 from __future__ import annotations
@@ -39,17 +40,13 @@ def _branch_tokens(reply: Any) -> int:
 
 
 class PassthroughActor:
-    """N = 1: exactly the base agent's model call, nothing added."""
+    """N = 1: exactly the base agent's model call, nothing added (the caller books its tokens and POT)."""
 
-    def __init__(self, caller: Any, cost: Any = None) -> None:
+    def __init__(self, caller: Any) -> None:
         self.caller = caller
-        self.cost = cost
 
     async def act(self, messages: list[dict]) -> Any:
-        reply = await self.caller.call(messages)
-        if self.cost is not None:
-            self.cost.parallel_output_tokens += _branch_tokens(reply)
-        return reply
+        return await self.caller.call(messages)
 
 
 class MidHarnessActor:
@@ -153,7 +150,7 @@ def build_actor(
     """
     config = MidHarnessSettings.from_section(settings)
     if config.n <= 1:
-        return PassthroughActor(caller, cost)
+        return PassthroughActor(caller)
     client = verifier_client if verifier_client is not None else getattr(caller, "client", None)
     if client is None:
         raise ValueError("midharness n > 1 needs a verifier client (or a caller with a .client)")
