@@ -120,7 +120,7 @@ class JobConfig(BaseModel):
     """``<job>/config.json``: what a job evaluates. Resuming compares :meth:`fingerprint` values."""
 
     schema_version: int = JOB_VERSION
-    job_id: str
+    job_id: str = Field(description="labels the job's sandboxes, which a restart reaps: unique per job folder")
     tasks_dir: str
     task_names: list[str] = Field(description="resolved when the job is created, sorted")
     agent: AgentSpec

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import hashlib
 import json
 from pathlib import Path
 from typing import Annotated, Any
@@ -39,6 +40,13 @@ def parse_settings(items: list[str]) -> dict[str, Any]:
         except ValueError:
             out[key.strip()] = value
     return out
+
+
+def job_id_for(job_dir: Path) -> str:
+    """Folder name plus a hash of its absolute path: sandboxes are labelled (and reaped) by job id, so two
+    jobs in folders of the same name must not share one."""
+    path = str(job_dir.resolve())
+    return f"{job_dir.resolve().name}-{hashlib.sha256(path.encode()).hexdigest()[:8]}"
 
 
 def _fmt(x: float | None) -> str:
@@ -142,7 +150,7 @@ def eval_cmd(
         spec = resolve_agent(agent)
         endpoint = _endpoint(spec.kind, base_url, model, api_key_env, port)
         job_dir = job_dir or Path("runs") / "jobs" / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-        config = JobConfig(job_id=job_dir.name, tasks_dir=str(Path(tasks).resolve()),
+        config = JobConfig(job_id=job_id_for(job_dir), tasks_dir=str(Path(tasks).resolve()),
                            task_names=sorted(t.name for t in loaded), agent=spec, env_kind=env, r=r,
                            concurrency=concurrency, endpoint=endpoint, settings=parse_settings(setting or []))
         _err.print(f"job {job_dir}: {len(loaded)} tasks × r={r}, agent {spec.name} ({spec.harness_version}), "

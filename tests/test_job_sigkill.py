@@ -1,0 +1,73 @@
+"""SIGKILL ``rise eval`` mid-grid, then resume: finished trials kept, none run twice, the grid completes.
+
+Real parts: the ``rise eval`` CLI in a subprocess, the oracle agent, the local bubblewrap sandbox, slow-ish
+copies of a starter task (``sleep`` before the solution). Marked ``sandbox``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from .test_runner_sandbox import REPO, _need_parts, copy_task, rise_eval
+
+pytestmark = pytest.mark.sandbox
+
+
+def _finished(job) -> dict[str, tuple[str, int]]:
+    out = {}
+    for d in job.glob("*__r*"):
+        res = d / "result.json"
+        if ".attempt-" not in d.name and res.is_file():
+            data = json.loads(res.read_text())
+            if data["status"] != "infra":  # a ⊥ trial is not finished: resume reruns it
+                out[d.name] = (data["run_id"], res.stat().st_mtime_ns)
+    return out
+
+
+def test_sigkill_mid_grid_then_resume(tmp_path):
+    _need_parts()
+    tasks = tmp_path / "tasks"
+    for i in range(3):
+        copy_task("hello-file", tasks, f"slow{i}", solve_prefix="sleep 1.5")
+    job = tmp_path / "job"
+    args = ["--tasks", str(tasks), "--agent", "oracle", "--env", "local", "-r", "2", "-c", "1",
+            "--job-dir", str(job)]
+    proc = subprocess.Popen([sys.executable, "-m", "evolve.cli", "eval", "--no-progress", *args], cwd=REPO,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 90
+        while len(_finished(job)) < 2:  # kill once two trials are done and (likely) a third is running
+            assert proc.poll() is None, "rise eval ended before it could be killed"
+            assert time.monotonic() < deadline, "no progress"
+            time.sleep(0.1)
+        time.sleep(0.7)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    before = _finished(job)
+    assert 2 <= len(before) < 6
+    assert not (job / "job_result.json").exists()
+
+    out = tmp_path / "res.json"
+    done = rise_eval(*args, "--resume", "--json", str(out), timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    data = json.loads(out.read_text())
+    assert data["complete"] and data["metrics"]["pass_at_1"] == 1.0
+    assert data["trials_run"] == 6 - len(before)
+    after = _finished(job)
+    assert set(after) == {f"slow{i}__r{k}" for i in range(3) for k in (1, 2)}
+    for name, (run_id, mtime) in before.items():  # every finished trial kept untouched
+        assert after[name] == (run_id, mtime)
+    # none ran twice: attempts exist only for cells that had not finished, and every run id is unique
+    attempts = [d.name.split(".attempt-")[0] for d in job.glob("*.attempt-*")]
+    assert not set(attempts) & set(before)
+    assert len({run_id for run_id, _ in after.values()}) == 6
