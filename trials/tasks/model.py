@@ -94,8 +94,6 @@ class Task(BaseModel):
     no reward file exists, score by the exit status of ``bash /tests/test.sh``.
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
     name: str
     path: Path
     config: TaskConfig
