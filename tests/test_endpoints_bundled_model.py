@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 
 from trials.endpoints import bundled
 from trials.endpoints.client import ContextLengthExceeded, ModelClient
-from trials.endpoints.serve import ServerProcess, free_port, load_state
+from trials.endpoints.serve import ServerProcess, free_port, load_state, server_status
 
 MODEL = "qwen2.5-coder-0.5b"
 
@@ -63,6 +67,11 @@ async def test_n2_schema_and_context_error(server):
                                                  "json_schema": {"name": "answer", "schema": schema}})
         assert isinstance(json.loads(res.text)["answer"], int)
         assert await client.count_tokens("hello world") > 0
+        assert await client.server_kind() == "llamacpp"
+        res = await client.chat([{"role": "user", "content": "Is the sky green? Answer yes or no."}],
+                                max_tokens=2, logprobs=True, top_logprobs=2,
+                                **await client.choice_args(["yes", "no"]))
+        assert res.text in ("yes", "no")
         with pytest.raises(ContextLengthExceeded) as info:
             await client.chat([{"role": "user", "content": "word " * 3000}], max_tokens=4)
         assert info.value.limit == 2048
@@ -75,3 +84,32 @@ def test_stop_leaves_no_process(server):
     with pytest.raises(ProcessLookupError):
         os.killpg(pid, 0)
     assert load_state(proc.name) is None
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_foreground_cli_stops_cleanly(sig):
+    reason = _cached()
+    if reason:
+        pytest.skip(reason)
+    port = free_port()
+    name = f"test-fg-{os.getpid()}-{int(sig)}"
+    cli = subprocess.Popen([sys.executable, "-m", "evolve.cli", "serve", "bundled", "-m", MODEL, "--port",
+                            str(port), "-t", "2", "--ctx", "2048", "--name", name],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while load_state(name) is None or server_status(load_state(name)) != "healthy":
+            assert cli.poll() is None, cli.stdout.read()
+            assert time.monotonic() < deadline, "server did not become healthy"
+            time.sleep(0.3)
+        server_pid = load_state(name).pid
+        cli.send_signal(sig)
+        out, _ = cli.communicate(timeout=30)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    assert cli.returncode == 0, out
+    assert "stopped" in out
+    with pytest.raises(ProcessLookupError):
+        os.killpg(server_pid, 0)
+    assert load_state(name) is None

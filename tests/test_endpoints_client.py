@@ -203,3 +203,20 @@ def test_server_root():
     assert server_root("http://h:8080/v1/") == "http://h:8080"
     assert server_root("https://api.example.com/openai/v1") == "https://api.example.com/openai"
     assert server_root("http://h:9") == "http://h:9"
+
+
+async def test_choice_args_per_server_kind():
+    with ScriptedServer(["A"]) as srv:
+        async with _client(srv) as client:
+            assert await client.server_kind() == "vllm"
+            args = await client.choice_args(["A", "B"])
+            assert args == {"extra_body": {"structured_outputs": {"choice": ["A", "B"]}}}
+            await client.chat(MSGS, max_tokens=1, **args)
+    assert srv.requests[0]["structured_outputs"] == {"choice": ["A", "B"]}
+    with ScriptedServer([], flavor="llamacpp") as srv:
+        async with _client(srv) as client:
+            args = await client.choice_args(["yes", 'say "no"'])
+    assert args == {"extra_body": {"grammar": 'root ::= "yes" | "say \\"no\\""'}}
+    spec = EndpointSpec(base_url=f"http://127.0.0.1:{_free_port()}/v1", model="m", timeout_sec=2)
+    async with ModelClient(spec) as client:
+        assert await client.server_kind() == "other" and await client.choice_args(["A"]) == {}

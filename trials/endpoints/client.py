@@ -238,6 +238,7 @@ class ModelClient:
                                        headers=self._auth_headers())
         self._context_limit: int | None = spec.context_limit
         self._tokenize_ok: bool | None = None  # None: not tried yet
+        self._kind: str | None = None
         self._messages_via: str | None = None  # how count_tokens(messages) works here; None: not probed
         self._token_cache: OrderedDict[str, int] = OrderedDict()
 
@@ -483,6 +484,37 @@ class ModelClient:
             return len(data["tokens"])
         return None
 
+    async def server_kind(self) -> str:
+        """``llamacpp``, ``vllm`` or ``other`` (hosted APIs), from routes only those servers have; cached."""
+        if self._kind is None:
+            props = await self._get_json(f"{self.root_url}/props")
+            if isinstance(props, dict) and "default_generation_settings" in props:
+                self._kind = "llamacpp"
+            else:
+                models = await self._get_json(f"{self.spec.base_url.rstrip('/')}/models")
+                cards = models.get("data") if isinstance(models, dict) else None
+                vllm = isinstance(cards, list) and any(
+                    isinstance(c, dict) and ("max_model_len" in c or c.get("owned_by") == "vllm") for c in cards)
+                self._kind = "vllm" if vllm or self.spec.supports_choice else "other"
+        return self._kind
+
+    async def choice_args(self, options: list[str]) -> dict[str, Any]:
+        """Keyword arguments for :meth:`chat` that make the answer exactly one of ``options``.
+
+        vLLM: ``structured_outputs.choice`` (the old ``guided_choice`` is silently ignored); llama.cpp: a
+        GBNF grammar; other servers: nothing (the caller must parse the free answer).
+        """
+        if not options:
+            raise ValueError("choice_args needs at least one option")
+        kind = "vllm" if self.spec.supports_choice else await self.server_kind()
+        if kind == "vllm":
+            return {"extra_body": {"structured_outputs": {"choice": list(options)}}}
+        if kind == "llamacpp":
+            alternatives = " | ".join(_gbnf_literal(o) for o in options)
+            return {"extra_body": {"grammar": f"root ::= {alternatives}"}}
+        log.debug("%s cannot constrain choices; the answer is free text", self.spec.base_url)
+        return {}
+
     async def health(self) -> bool:
         """True when the server answers ``/health`` (or, for hosted APIs without one, ``/v1/models``)."""
         try:
@@ -495,6 +527,11 @@ class ModelClient:
             return resp.status_code == 200
         except httpx.HTTPError:
             return False
+
+
+def _gbnf_literal(text: str) -> str:
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"'
 
 
 def _message_text(message: dict) -> str:
