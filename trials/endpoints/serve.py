@@ -227,11 +227,10 @@ class ServerProcess:
 
         ``detach`` leaves the server running after this process exits (the state file finds it again).
         """
+        self._check_port()  # before a possibly long build, and again after it
         if self._prepare is not None:
             self._prepare(progress)
-        if port_in_use(self.port, self.host):
-            raise ServerStartError(f"port {self.port} on {self.host} is already in use; choose --port or stop "
-                                   f"the server there (rise serve status)")
+        self._check_port()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         progress(f"starting {self.kind} server {self.name} on {self.base_url} (log: {self.log_path})")
         with self.log_path.open("ab") as log_fh:
@@ -254,6 +253,11 @@ class ServerProcess:
         progress(f"{self.name} ready: {self.base_url} model={self.served_model} "
                  f"context={self.spec.context_limit}")
         return self.spec
+
+    def _check_port(self) -> None:
+        if port_in_use(self.port, self.host):
+            raise ServerStartError(f"port {self.port} on {self.host} is already in use; choose --port or stop "
+                                   f"the server there (rise serve status)")
 
     def _wait_ready(self, progress: Callable[[str], None]) -> None:
         deadline = time.monotonic() + self.ready_timeout
