@@ -75,6 +75,8 @@ async def test_upload_download_tmux_timeout(container, tmp_path):
     t0 = time.monotonic()
     r = await container.exec("sleep 30 & sleep 40", timeout=1)
     assert r.timed_out and r.returncode == 124 and time.monotonic() - t0 < 10
+    await container.exec("kill -9 -1; true")  # an agent cannot end its sandbox
+    assert (await container.exec("echo alive")).stdout == "alive\n"
 
 
 async def test_cached_image_is_reused_and_attach_works(container, tmp_path):

@@ -3,7 +3,7 @@
 The FROM line goes through the base-image map (``images.BaseImageMap``) so air-gapped machines build on
 ``rise-base:bookworm``; task images are cached by a content hash of the environment folder and the rewritten
 Dockerfile, and builds of one image are serialised with a file lock (threads and processes alike). Containers run
-``sleep infinity`` under docker-init, carry ``rise.job`` / ``rise.trial`` labels, get the task's CPU and memory
+a bash keeper as pid 1 (the image needs bash, as every exec does), carry ``rise.job`` / ``rise.trial`` labels, get the task's CPU and memory
 limits and no network when ``allow_internet = false``. docker-py is synchronous: every call goes through
 ``asyncio.to_thread``. ``docker exec`` has no timeout, so commands run under ``timeout -s KILL`` inside.
 """
@@ -28,7 +28,15 @@ from ..errors import EnvironmentBuildError, InfraError, SandboxError
 from .base import Environment, ExecResult
 from .dockerfile import parse, rewrite_from
 from .images import BASE_IMAGE, BaseImageMap, cache_dir, docker_client, ensure_base_image, image_exists
-from .local import _choose_workdir, owner_alive, owner_tag, pack, split_sandbox_path, unpack_single
+from .local import (
+    KEEPER_SCRIPT,
+    _choose_workdir,
+    owner_alive,
+    owner_tag,
+    pack,
+    split_sandbox_path,
+    unpack_single,
+)
 
 log = logging.getLogger(__name__)
 
@@ -196,7 +204,9 @@ class DockerEnvironment(Environment):
         labels = {JOB_LABEL: self.job_id or "", TRIAL_LABEL: self.trial_dir.name, TASK_LABEL: self.task.name,
                   OWNER_LABEL: owner_tag()}
         kwargs: dict[str, Any] = {
-            "command": ["sleep", "infinity"], "detach": True, "init": True, "name": name,
+            # bash as pid 1 (no docker-init): the kernel shields pid 1 from signals sent inside the container, so
+            # an agent's `kill -9 -1` cannot end the sandbox; the loop reaps orphans. Same keeper as local.
+            "command": ["bash", "-c", KEEPER_SCRIPT], "detach": True, "init": False, "name": name,
             "working_dir": self.workdir, "environment": self.env, "labels": labels,
             "nano_cpus": int(float(cfg.cpus) * 1e9), "mem_limit": f"{int(cfg.memory_mb)}m"}
         if not self.allow_internet:

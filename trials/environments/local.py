@@ -188,26 +188,27 @@ class LocalEnvironment(Environment):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
         (self.root / "tmp").chmod(0o1777)
         (self.root / self.workdir.lstrip("/")).mkdir(parents=True, exist_ok=True)
-        self._launch_keeper()
+        await self._launch_keeper()
         try:
             await self._replay(plan)
         except BaseException:
             await self.stop()
             raise
 
-    def _launch_keeper(self) -> None:
+    async def _launch_keeper(self) -> None:
         read_fd, write_fd = os.pipe()
         keeper_log = self.sandbox_dir / "keeper.log"
         marks = {"PATH": CLEAN_PATH, JOB_MARK: self.job_id or "", TRIAL_MARK: str(self.trial_dir),
                  OWNER_MARK: owner_tag()}
         with keeper_log.open("wb") as errf:
             # Popen, not asyncio: the keeper must not depend on the event loop that happened to start it.
-            self._proc = subprocess.Popen(self._bwrap_argv(write_fd), pass_fds=(write_fd,), env=marks,
+            self._proc = subprocess.Popen(  # noqa: ASYNC220 - fork is quick; PDEATHSIG ties it to this thread
+                self._bwrap_argv(write_fd), pass_fds=(write_fd,), env=marks,
                                           stdin=subprocess.DEVNULL, stdout=errf, stderr=errf,
                                           start_new_session=True)
         os.close(write_fd)
         try:
-            info = _read_info(read_fd, timeout=20)
+            info = await asyncio.to_thread(_read_info, read_fd, 20)
         finally:
             os.close(read_fd)
         if info is None or "child-pid" not in info:
@@ -225,7 +226,7 @@ class LocalEnvironment(Environment):
                 self._proc.wait()
                 raise SandboxError(f"bubblewrap did not finish setting up: {keeper_log.read_text()[-2000:]}",
                                    log_path=str(keeper_log))
-            time.sleep(0.002)
+            await asyncio.sleep(0.002)
 
     async def _replay(self, plan: LocalPlan) -> None:
         """Run the Dockerfile's WORKDIR/COPY/RUN steps in order; RUN output goes to build.log."""
