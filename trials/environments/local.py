@@ -204,8 +204,7 @@ class LocalEnvironment(Environment):
             # Popen, not asyncio: the keeper must not depend on the event loop that happened to start it.
             self._proc = subprocess.Popen(  # noqa: ASYNC220 - fork is quick; PDEATHSIG ties it to this thread
                 self._bwrap_argv(write_fd), pass_fds=(write_fd,), env=marks,
-                                          stdin=subprocess.DEVNULL, stdout=errf, stderr=errf,
-                                          start_new_session=True)
+                stdin=subprocess.DEVNULL, stdout=errf, stderr=errf, start_new_session=True)
         os.close(write_fd)
         try:
             info = await asyncio.to_thread(_read_info, read_fd, 20)
