@@ -155,3 +155,17 @@ async def test_concurrent_starts_build_once(tmp_path):
         for e in envs:
             await e.stop()
         envs[0].client.images.remove(envs[0].image, force=True)
+
+
+def test_base_image_is_idempotent_and_cli_lists_it():
+    from typer.testing import CliRunner
+
+    from evolve.cli import app
+    from trials.environments.images import docker_client, ensure_base_image
+
+    client = docker_client()
+    t0 = time.monotonic()
+    assert ensure_base_image(client=client) == client.images.get(BASE_IMAGE).id
+    assert time.monotonic() - t0 < 5  # present: no debootstrap
+    result = CliRunner().invoke(app, ["images", "list"])
+    assert result.exit_code == 0 and BASE_IMAGE in result.output, result.output
