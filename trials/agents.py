@@ -115,8 +115,9 @@ def resolve_agent(ref: str) -> AgentSpec:
         return harness_agent(path)
     if path.is_file() and path.name.endswith(FROZEN_SUFFIXES):
         hdir, manifest = extract_frozen(path)
-        version = manifest.get("version") or manifest.get("commit")
-        name = manifest.get("name") or path.name.split(".")[0]
+        name = str(manifest.get("name") or path.name.split(".")[0])
+        commit = manifest.get("commit")
+        version = f"{name}@{str(commit)[:12]}" if commit else manifest.get("version")
         return harness_agent(hdir, name=name, version=str(version) if version else None)
     raise ValueError(f"unknown agent {ref!r}: use oracle, seed, a harness directory or a frozen harness file")
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import fcntl
-import importlib
 import logging
 import os
 import signal
@@ -129,13 +128,10 @@ def _prepare_config(config: JobConfig, job_dir: Path, resume: bool, force_config
 
 def reap(env_kind: str, job_id: str) -> None:
     """Remove sandboxes (docker containers, local keepers) a crashed run of this job left behind."""
+    from .environments.factory import reap_leftovers
+
     try:
-        module = importlib.import_module(f"trials.environments.{env_kind}")
-        reap_leftovers = module.reap_leftovers
-    except (ImportError, AttributeError):
-        return
-    try:
-        n = reap_leftovers(job_id)
+        n = reap_leftovers(env_kind, job_id)
         if n:
             log.warning("reaped %s leftover %s sandbox(es) of job %s", n, env_kind, job_id)
     except Exception as exc:  # noqa: BLE001 - e.g. no docker engine: nothing to reap

@@ -58,16 +58,8 @@ def _now() -> str:
 
 
 def _default_factory(kind: str, task: Any, trial_dir: Path, job_id: str | None) -> Environment:
-    try:
-        from .environments.factory import make_environment
-    except ImportError:  # until the factory lands: the two known kinds directly
-        if kind == "local":
-            from .environments.local import LocalEnvironment
+    from .environments.factory import make_environment
 
-            return LocalEnvironment(task, trial_dir, job_id)
-        from .environments.docker import DockerEnvironment
-
-        return DockerEnvironment(task, trial_dir, job_id)
     return make_environment(kind, task, trial_dir, job_id)
 
 
@@ -171,9 +163,11 @@ def _read_outcome(agent_dir: Path) -> tuple[AgentOutcome | None, str | None]:
 async def run_trial(task: Any, agent: AgentSpec, endpoint: EndpointSpec | None, trial_dir: Path,
                     env_kind: str, job_id: str | None, settings: dict[str, Any] | None = None,
                     verifier_endpoint: EndpointSpec | None = None, *, repetition: int = 1,
-                    env_factory: EnvFactory | None = None, agent_timeout_sec: float | None = None) -> TrialResult:
+                    env_factory: EnvFactory | None = None, agent_timeout_sec: float | None = None,
+                    refine_context: str | None = None) -> TrialResult:
     """Run one trial in ``trial_dir`` and write its ``result.json``. Never raises for a bad task or agent
-    (only for cancellation); the sandbox is always stopped."""
+    (only for cancellation); the sandbox is always stopped. ``refine_context`` reaches the harness in its
+    trial spec (Sequential Refine: a summary of an earlier attempt)."""
     trial_dir = Path(trial_dir).resolve()
     agent_dir, verifier_dir = trial_dir / "agent", trial_dir / "verifier"
     for d in (agent_dir, verifier_dir):
@@ -204,7 +198,7 @@ async def run_trial(task: Any, agent: AgentSpec, endpoint: EndpointSpec | None, 
         finally:
             res.durations.env_start = time.monotonic() - t0
         await _agent_phase(res, task, agent, endpoint, verifier_endpoint, env, trial_dir, settings,
-                           agent_timeout_sec)
+                           agent_timeout_sec, refine_context)
         await _verifier_phase(res, task, env, verifier_dir)
     except _Infra as exc:
         res.status, res.failure_class = "infra", None
@@ -235,14 +229,16 @@ async def run_trial(task: Any, agent: AgentSpec, endpoint: EndpointSpec | None, 
 
 async def _agent_phase(res: TrialResult, task: Any, agent: AgentSpec, endpoint: EndpointSpec | None,
                        verifier_endpoint: EndpointSpec | None, env: Environment, trial_dir: Path,
-                       settings: dict[str, Any] | None, agent_timeout_sec: float | None) -> None:
+                       settings: dict[str, Any] | None, agent_timeout_sec: float | None,
+                       refine_context: str | None) -> None:
     agent_dir = trial_dir / "agent"
     timeout = agent_timeout_sec or task.config.agent.timeout_sec
     spec = TrialSpec(trial_id=f"{res.job_id}/{res.trial_name}" if res.job_id else res.trial_name,
                      task_name=task.name, instruction=task.instruction, env=env.handle(),
                      endpoint=endpoint or NO_ENDPOINT, verifier_endpoint=verifier_endpoint,
                      agent_dir=str(agent_dir), timeout_sec=timeout, workdir=task.config.environment.workdir,
-                     settings=settings or {}, harness_version=agent.harness_version)
+                     settings=settings or {}, harness_version=agent.harness_version,
+                     refine_context=refine_context)
     spec_path = agent_dir / "trial_spec.json"
     spec.dump(spec_path)
     rc, timed_out, seconds = await run_agent_process(agent, spec_path, Path(task.path), agent_dir, timeout)
