@@ -144,11 +144,11 @@ def _scan(text: str, start: int) -> _Scan:
         scan.sections[name], pos = text[m.end():close], close + len(name) + 3
 
 
-def _check_order(scan: _Scan) -> None:
+def _check_order(scan: _Scan, warnings: list[str]) -> None:
     seen = list(dict.fromkeys(scan.order))
     expected = [s for s in SECTIONS if s in seen]
     if seen != expected:
-        scan.warnings.append(
+        warnings.append(
             f"Sections appear in the wrong order: found {' -> '.join(seen)}, expected {' -> '.join(expected)}")
 
 
@@ -177,7 +177,7 @@ def try_parse(text: str) -> ParseResult:
         return ParseResult(analysis=analysis, plan=plan, error=scan.error, warnings=warnings)
     if scan.response_end is not None and text[scan.response_end:].strip() and text.count(OPEN) == 1:
         warnings.append(f"Extra text detected after {CLOSE} tag")
-    _check_order(scan)
+    _check_order(scan, warnings)
     for name in ("analysis", "plan"):
         if name not in scan.sections:
             warnings.append(f"Missing <{name}> section")
