@@ -338,8 +338,24 @@ async def test_grammar_constraint_and_verifier_model():
     assert reply.extra["midharness"]["verifier_model"] == "verifier-lora"
 
 
-async def test_no_constraint_when_server_does_not_support_choice():
-    _, requests, _ = await run_step(prefer(PREFERRED, CANDIDATES), {"n": 4, "verifier": "listwise"})
+@pytest.mark.parametrize("flavor,expected", [("vllm", "structured_outputs"), ("llamacpp", "grammar")])
+async def test_auto_constraint_follows_the_server_kind(flavor, expected):
+    cost = CostLedger()
+    with ScriptedServer(prefer(PREFERRED, CANDIDATES), flavor=flavor) as srv:
+        async with client_for(srv) as client:
+            actor = build_actor({"n": 4, "verifier": "listwise"}, Caller(client), client, INSTRUCTION, parse, cost)
+            reply = await actor.act(HISTORY)
+        ver = next(b for b in srv.requests if is_verifier(b))
+    assert expected in ver and ver["max_tokens"] == 1 and executed(reply) == [PREFERRED + "\n"]
+    if flavor == "llamacpp":
+        assert ver["grammar"] == 'root ::= "1" | "2" | "3" | "4"'
+    else:
+        assert ver["structured_outputs"] == {"choice": ["1", "2", "3", "4"]}
+
+
+async def test_constraint_none_sends_free_text_requests():
+    settings = {"n": 4, "verifier": "listwise", "constraint": "none"}
+    _, requests, _ = await run_step(prefer(PREFERRED, CANDIDATES), settings)
     ver = next(b for b in requests if is_verifier(b))
     assert "structured_outputs" not in ver and "grammar" not in ver and ver["max_tokens"] == 1
 

@@ -121,16 +121,34 @@ class VerifierCalls:
         self.client = client
         self.settings = settings
         self.semaphore = asyncio.Semaphore(settings.max_concurrency)
-        self.constraint = self._constraint_mode()
+        self._constraints: dict[tuple[str, ...], dict] = {}
 
-    def _constraint_mode(self) -> str:
-        mode = self.settings.constraint
-        if mode != "auto":
-            return mode
-        endpoint = _field(self.client, "endpoint") or _field(self.client, "spec")
-        return "choice" if endpoint is not None and _field(endpoint, "supports_choice") else "none"
+    async def _constraint(self, choices: list[str]) -> dict:
+        """``chat`` keyword arguments that restrict the answer to ``choices`` (cached per choice list).
 
-    def _request(self, choices: list[str]) -> dict:
+        ``auto``: the client's own server detection (``ModelClient.choice_args``: vLLM structured_outputs,
+        a llama.cpp grammar, nothing elsewhere), or the endpoint's ``supports_choice`` for a plainer client.
+        """
+        key = tuple(choices)
+        if key not in self._constraints:
+            mode = self.settings.constraint
+            if mode == "auto":
+                choice_args = getattr(self.client, "choice_args", None)
+                if choice_args is not None:
+                    self._constraints[key] = dict(await choice_args(list(choices)))
+                    return self._constraints[key]
+                endpoint = _field(self.client, "endpoint") or _field(self.client, "spec")
+                mode = "choice" if endpoint is not None and _field(endpoint, "supports_choice") else "none"
+            if mode == "choice":
+                self._constraints[key] = {"extra_body": {"structured_outputs": {"choice": list(choices)}}}
+            elif mode == "grammar":
+                grammar = "root ::= " + " | ".join(json.dumps(c) for c in choices)
+                self._constraints[key] = {"extra_body": {"grammar": grammar}}
+            else:
+                self._constraints[key] = {}
+        return self._constraints[key]
+
+    async def _request(self, choices: list[str]) -> dict:
         s = self.settings
         kwargs: dict[str, Any] = {"temperature": s.verifier_temperature}
         if s.verifier_model:
@@ -142,10 +160,7 @@ class VerifierCalls:
         if s.top_logprobs:
             kwargs["logprobs"] = True
             kwargs["top_logprobs"] = max(s.top_logprobs, min(len(choices), 20))
-        if self.constraint == "choice":
-            kwargs["extra_body"] = {"structured_outputs": {"choice": choices}}
-        elif self.constraint == "grammar":
-            kwargs["extra_body"] = {"grammar": "root ::= " + " | ".join(json.dumps(c) for c in choices)}
+        kwargs.update(await self._constraint(choices))
         return kwargs
 
     async def ask(self, prompt: str, choices: list[str], kind: str) -> CallOutcome:
@@ -153,9 +168,8 @@ class VerifierCalls:
         failure propagates (an unreachable verifier makes the trial fail, it does not silently pick sample 0)."""
         async with self.semaphore:
             try:
-                result = await self.client.chat(
-                    [{"role": "user", "content": prompt}], **self._request(choices)
-                )
+                request = await self._request(choices)
+                result = await self.client.chat([{"role": "user", "content": prompt}], **request)
             except Exception as exc:
                 if not _is_context_error(exc):
                     raise
