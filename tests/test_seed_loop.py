@@ -85,7 +85,7 @@ async def test_warnings_prefix_the_next_observation(tmp_path):
 async def test_output_length_message_and_nothing_runs(tmp_path):
     cut = reply(commands=[("touch never.txt\n", 0.1)])[:-20]
     script = [{"content": cut, "finish_reason": "length"}, DONE, DONE]
-    agent, srv, status = await run_agent(script, tmp_path, **{"model.max_tokens": 512})
+    _agent, srv, status = await run_agent(script, tmp_path, **{"model.max_tokens": 512})
     assert status == "completed"
     assert not (tmp_path / "host" / "never.txt").exists()
     msgs = srv.requests[1]["messages"]
@@ -149,7 +149,7 @@ def summarizing_responder(overflow_at: int, log: list):
 async def test_context_overflow_unwinds_then_summary_questions_answers(tmp_path):
     log: list = []
     # ~6200 tokens of chat when call 4 overflows: 300 free, under the 6500 * 0.125 = 812 target.
-    agent, srv, status = await run_agent(summarizing_responder(4, log), tmp_path,
+    agent, _srv, status = await run_agent(summarizing_responder(4, log), tmp_path,
                                          server_kw={"context_limit": 6500},
                                          **{"context.proactive_free_tokens": 0})
     assert status == "completed"
@@ -203,7 +203,7 @@ async def test_summary_fallbacks(tmp_path):
 async def test_proactive_summarization_below_free_threshold(tmp_path):
     log: list = []
     # 7000 * 0.25 = 1750 free tokens needed; three big outputs (~6200 tokens of chat) use that up.
-    agent, srv, status = await run_agent(summarizing_responder(999, log), tmp_path,
+    agent, _srv, status = await run_agent(summarizing_responder(999, log), tmp_path,
                                          server_kw={"context_limit": 7000})
     assert status == "completed"
     kinds = [k for k, _ in log]
@@ -262,7 +262,7 @@ async def test_40kb_command_is_chunked_and_typed_whole(tmp_path):
     payload = ("abc;def\"ghi$HOME`x`" * 2200)[:40_000]
     keys = "cat > big.txt <<'EOF'\n" + payload + "\nEOF\n"
     env = HostEnv(tmp_path / "host")
-    agent, srv, status = await run_agent([reply(commands=[(keys, 3.0)]), DONE, DONE], tmp_path, env=env,
+    _agent, _srv, status = await run_agent([reply(commands=[(keys, 3.0)]), DONE, DONE], tmp_path, env=env,
                                          server_kw={"context_limit": 100_000})
     await env.stop()
     assert status == "completed"

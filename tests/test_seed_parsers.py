@@ -103,8 +103,8 @@ def test_json_warning_unknown_command_fields():
 def test_json_warning_fields_out_of_order():
     r = parse(js({"plan": "p", "analysis": "a", "commands": []}))
     assert r.error is None
-    assert r.warnings == ["Fields appear in the wrong order: found plan -> analysis -> commands, expected "
-                          "analysis -> plan -> commands"]
+    assert r.warnings == [("Fields appear in the wrong order: found plan -> analysis -> commands, expected "
+                          "analysis -> plan -> commands")]
 
 
 def test_json_warning_non_final_command_without_newline():
