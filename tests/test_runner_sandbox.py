@@ -101,3 +101,32 @@ def test_agent_timeout_in_the_sandbox(tmp_path):
     res = json.loads((tmp_path / "job" / "slow__r1" / "result.json").read_text())
     assert res["status"] == "failed" and res["failure_class"] == "agent_timeout"
     assert res["durations"]["agent"] < 15
+
+
+def _need_docker() -> None:
+    from trials.environments.images import BASE_IMAGE, docker_available, docker_client, image_exists
+
+    if not docker_available():
+        pytest.skip("no Docker engine reachable")
+    if not image_exists(docker_client(), BASE_IMAGE):
+        pytest.skip(f"the base image {BASE_IMAGE} is missing (build it with `rise images base`)")
+    if not (STARTER / "hello-file" / "task.toml").is_file():
+        pytest.skip("the starter suite (data/starter) is not there yet")
+
+
+@pytest.mark.docker
+def test_oracle_in_docker_and_a_broken_image_is_infra(tmp_path):
+    _need_docker()
+    tasks = tmp_path / "tasks"
+    copy_task("hello-file", tasks, "good")
+    copy_task("csv-to-json", tasks, "convert")
+    copy_task("hello-file", tasks, "broken", dockerfile_extra="RUN echo building && exit 7")
+    out = tmp_path / "res.json"
+    proc = rise_eval("--tasks", str(tasks), "--agent", "oracle", "--env", "docker", "-r", "1", "-c", "2",
+                     "--job-dir", str(tmp_path / "job"), "--json", str(out), timeout=400)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    status = {t["task_name"]: t for t in json.loads(out.read_text())["trials"]}
+    assert status["good"]["status"] == status["convert"]["status"] == "passed"
+    assert status["broken"]["status"] == "infra" and status["broken"]["infra_cause"] == "image_build"
+    log = Path(json.loads((tmp_path / "job" / "broken__r1" / "result.json").read_text())["infra_log_path"])
+    assert log.is_file() and "exit" in log.read_text().lower()
