@@ -455,3 +455,17 @@ async def test_with_the_harness_model_caller_and_parser():
     stages = 1 + any(v["stage"] == "pivot" for v in rec["verdicts"])
     shares = [c["output_tokens"][0] for c in rec["candidates"]]
     assert cost.parallel_output_tokens == rec["pot"] == max(shares) + stages
+
+
+async def test_history_is_cut_to_fit_the_verifier_context():
+    long_obs = "New Terminal Output:\n" + "line of output\n" * 3000  # ~45,000 characters
+    history = [*HISTORY, {"role": "assistant", "content": action("cat big\n")}, {"role": "user", "content": long_obs}]
+    cost = CostLedger()
+    with ScriptedServer(prefer(PREFERRED, CANDIDATES), context_limit=2048) as srv:
+        async with client_for(srv) as client:
+            actor = build_actor({"n": 4, "verifier": "pairwise"}, Caller(client), client, INSTRUCTION, parse, cost)
+            reply = await actor.act(history)
+        prompts = [b["messages"][0]["content"] for b in srv.requests if is_verifier(b)]
+    assert executed(reply) == [PREFERRED + "\n"]
+    assert max(len(p) for p in prompts) < 2048 * 3  # fits: the fake counts ~4 characters per token
+    assert "characters omitted" in prompts[0]

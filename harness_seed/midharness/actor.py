@@ -67,6 +67,25 @@ class MidHarnessActor:
         self.instruction = instruction
         self.parse_fn = parse_fn
         self.cost = cost
+        self._verifier_limit: int | None | bool = False  # False: not asked yet
+
+    async def history_budget(self, cands: list[Candidate]) -> int:
+        """Characters of history the verifier prompt can hold: ``history_chars``, lowered to fit the verifier's
+        context (asked once from the client; ~3 characters per token, room kept for the template, the
+        candidates' actions and a reasoning answer)."""
+        s = self.settings
+        if self._verifier_limit is False:
+            ask = getattr(self.calls.client, "context_limit", None)
+            try:
+                self._verifier_limit = int(await ask()) if ask is not None else None
+            except Exception:  # noqa: BLE001 - unknown limit: keep the configured budget
+                self._verifier_limit = None
+        if not self._verifier_limit:
+            return s.history_chars
+        actions = sum(len(k) + 40 for c in cands for k, _ in c.commands)
+        answer = 0 if s.decision_only else s.reasoning_max_tokens
+        room = (int(self._verifier_limit) - answer - 400) * 3 - actions
+        return max(1000, min(s.history_chars, room))
 
     async def act(self, messages: list[dict]) -> Any:
         s = self.settings
@@ -79,9 +98,8 @@ class MidHarnessActor:
         started = time.monotonic()
         history = None
         if len(valid) >= 2:
-            history = build_history(
-                messages, self.instruction, self.parse_fn, s.history_chars, s.observation_chars
-            )
+            budget = await self.history_budget(valid)
+            history = build_history(messages, self.instruction, self.parse_fn, budget, s.observation_chars)
             result = await MECHANISMS[s.verifier](self.calls, self.instruction, history, valid)
             scores, verdicts, stages, extra = (
                 result.scores,

@@ -115,7 +115,7 @@ def build_history(
     turns = [
         Turn(_cut(obs, observation_chars), cmds, done) for obs, (cmds, done) in zip(observations, actions)
     ]
-    current = _cut(current, max(observation_chars, history_chars // 2))
+    current = _cut(current, min(max(observation_chars, history_chars // 2), history_chars))
     # Newest turns matter most: drop from the front until the budget holds.
     omitted = 0
     size = sum(len(t.observation) + sum(len(k) for k, _ in t.commands or []) + 40 for t in turns)
