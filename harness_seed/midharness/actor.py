@@ -19,11 +19,11 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+# Calls go through module attributes (dedupe.merge_candidates, verifiers.<mechanism>) so that runtime
+# instrumentation (monitor.host, per recording.toml) sees them.
+from . import dedupe, history, tournament, verifiers
 from .config import MidHarnessSettings
-from .dedupe import Candidate, merge_candidates
-from .history import build_history
-from .tournament import ranking
-from .verifiers import MECHANISMS, VerifierCalls
+from .dedupe import Candidate
 
 
 class Actor(Protocol):
@@ -63,7 +63,7 @@ class MidHarnessActor:
     ) -> None:
         self.settings = settings
         self.caller = caller
-        self.calls = VerifierCalls(verifier_client, settings)
+        self.calls = verifiers.VerifierCalls(verifier_client, settings)
         self.instruction = instruction
         self.parse_fn = parse_fn
         self.cost = cost
@@ -92,15 +92,18 @@ class MidHarnessActor:
         replies = await self.caller.sample(messages, s.n, s.temperature)
         if not replies:
             raise RuntimeError("the model returned no candidates")
-        cands = merge_candidates(list(replies), self.parse_fn)
+        cands = dedupe.merge_candidates(list(replies), self.parse_fn)
         # Unparseable candidates lose to any parseable one: only parseable ones reach the verifier.
         valid = [c for c in cands if c.valid]
         started = time.monotonic()
-        history = None
+        view = None
         if len(valid) >= 2:
             budget = await self.history_budget(valid)
-            history = build_history(messages, self.instruction, self.parse_fn, budget, s.observation_chars)
-            result = await MECHANISMS[s.verifier](self.calls, self.instruction, history, valid)
+            view = history.build_history(
+                messages, self.instruction, self.parse_fn, budget, s.observation_chars
+            )
+            mechanism = getattr(verifiers, verifiers.MECHANISMS[s.verifier])
+            result = await mechanism(self.calls, self.instruction, view, valid)
             scores, verdicts, stages, extra = (
                 result.scores,
                 result.verdicts,
@@ -133,7 +136,7 @@ class MidHarnessActor:
             "verifier_tokens": {"input": v_in, "output": v_out},
             "pot": pot,
             "verification_sec": round(time.monotonic() - started, 4),
-            "history": history.record() if history is not None else None,
+            "history": view.record() if view is not None else None,
             **extra,
         }
         reply = winner.reply
@@ -150,7 +153,7 @@ class MidHarnessActor:
         if not valid:
             # Nothing parses: hand the loop the most common reply; its parser reports the error as usual.
             return max(cands, key=lambda c: (c.count, -c.id))
-        best = ranking([c.id for c in valid], scores, {c.id: c.count for c in valid})[0]
+        best = tournament.ranking([c.id for c in valid], scores, {c.id: c.count for c in valid})[0]
         return next(c for c in valid if c.id == best)
 
 

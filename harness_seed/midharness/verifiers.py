@@ -372,4 +372,10 @@ async def ring_pivot(
     return Verification(tournament.win_rates(ids, duels), verdicts, stages, extra)
 
 
-MECHANISMS = {"listwise": listwise, "pointwise": pointwise, "pairwise": pairwise, "tournament": ring_pivot}
+# Setting value -> function name in this module (looked up at call time, so instrumentation can wrap them).
+MECHANISMS = {
+    "listwise": "listwise",
+    "pointwise": "pointwise",
+    "pairwise": "pairwise",
+    "tournament": "ring_pivot",
+}
