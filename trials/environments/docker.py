@@ -145,11 +145,19 @@ class DockerEnvironment(Environment):
                                             "nor [environment].docker_image")
             return self._resolve_from(cfg.docker_image)
         original = Path(dockerfile).read_text()
-        text, changes = rewrite_from(original, self._resolve_from)
+        targets: list[str] = []
+
+        def resolve(image: str) -> str:
+            targets.append(self._resolve_from(image))
+            return targets[-1]
+
+        text, changes = rewrite_from(original, resolve)
         workdirs = [i.args.strip() for i in parse(text) if i.keyword == "WORKDIR"]
         self.workdir = _choose_workdir(cfg.workdir, workdirs[-1] if workdirs else None)
         context = Path(self.task.environment_dir)
-        digest = context_hash(context, text)
+        # The ids of the FROM images are part of the key: a rebuilt base image means rebuilt task images.
+        base_ids = [self.client.images.get(t).id for t in targets if image_exists(self.client, t)]
+        digest = context_hash(context, text + "\n".join(base_ids))
         tag = f"{TASK_IMAGE_REPO}-{_slug(self.task.name)}:{digest}"
         with _FileLock(f"build-{_slug(self.task.name)}-{digest}"):
             if image_exists(self.client, tag):
