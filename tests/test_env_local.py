@@ -23,7 +23,9 @@ from trials.tasks.load import load_task
 
 pytestmark = [pytest.mark.sandbox,
               pytest.mark.skipif(not bwrap_available(), reason="bubblewrap (bwrap) and nsenter are not installed")]
-needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+def needs_tmux(fn):
+    """Marked `tmux` and skipped without it."""
+    return pytest.mark.tmux(pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")(fn))
 
 HELLO = Path(__file__).parent / "data" / "env_tasks" / "hello"
 REPO = Path(__file__).resolve().parent.parent
