@@ -194,6 +194,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class _Server(ThreadingHTTPServer):
+    request_queue_size = 128  # bursts of concurrent verifier calls overflow the default backlog of 5
     daemon_threads = True  # a hung test request never blocks interpreter exit
     owner: ScriptedServer
 
