@@ -19,7 +19,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .model import HANDBOOK_FILE, RENDERED_FILE, Handbook, HandbookError
+from .model import HANDBOOK_FILE, MONITOR_SPAN, RENDERED_FILE, Handbook, HandbookError
 from .source import RECORDING_FILE, SETTINGS_FILE, HarnessSource
 
 
@@ -90,6 +90,8 @@ def check_source(source: HarnessSource, handbook: Handbook | None = None) -> Che
                 problems.append(Problem("missing-function", f"{where} names function {ref}: {res.problem}",
                                         behaviour.id, ref))
         for ref in behaviour.spans:
+            if MONITOR_SPAN.match(ref):  # opened by the monitor itself, not by a boundary of the code
+                continue
             res = source.resolve(ref)
             if res.definition is None:
                 problems.append(Problem("unknown-span", f"{where} names span {ref}: {res.problem}",

@@ -4,7 +4,8 @@ Spans come from ``<trial>/agent/spans.jsonl``. The reader takes each line as an 
 ``ExportTraceServiceRequest`` (``resourceSpans → scopeSpans → spans``, attributes as ``[{key, value:
 {stringValue|intValue|...}}]``), a single OTLP span, or a flat span dict (``attributes`` as a mapping); a line
 cut short by a killed trial is skipped and counted. A span is placed on a boundary by, in order: an explicit
-``rise.boundary`` attribute, a span name that is itself a ``module:qualname`` reference, or its
+``rise.boundary`` attribute, a span name the Handbook names (a ``module:qualname`` reference, or a span the
+monitor opens itself such as ``rise.trial``), or its
 ``code.function.name`` (qualname, possibly prefixed by the package's dotted module path) together with
 ``code.file.path`` (matched against the module's file inside the package).
 """
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .model import FUNCTION_REF, Behaviour, Handbook
+from .model import FUNCTION_REF, MONITOR_SPAN, Behaviour, Handbook
 from .source import HarnessSource
 
 SPANS_FILE = "spans.jsonl"
@@ -167,12 +168,13 @@ class SpanIndex:
         self.refs = refs
         self._by_qualname: dict[str, list[str]] = {}
         for ref in refs:
-            self._by_qualname.setdefault(ref.split(":", 1)[1], []).append(ref)
+            if ":" in ref:  # monitor spans (rise.trial) are matched by name only
+                self._by_qualname.setdefault(ref.split(":", 1)[1], []).append(ref)
 
     def boundary(self, span: SpanRecord | dict[str, Any] | str) -> str | None:
         """The ``module:qualname`` a span records, or None when it cannot be told."""
         if isinstance(span, str):
-            return span if FUNCTION_REF.match(span) else None
+            return span if FUNCTION_REF.match(span) or MONITOR_SPAN.match(span) else None
         if isinstance(span, dict):
             found = spans_from_obj(span)
             if not found:
@@ -181,7 +183,7 @@ class SpanIndex:
         explicit = span.attributes.get("rise.boundary")
         if isinstance(explicit, str) and FUNCTION_REF.match(explicit):
             return explicit
-        if FUNCTION_REF.match(span.name) and span.name in self.refs:
+        if span.name in self.refs and (FUNCTION_REF.match(span.name) or MONITOR_SPAN.match(span.name)):
             return span.name
         function = span.function.replace(":", ".")
         if not function:

@@ -11,7 +11,8 @@ for its copy in an experiment (``harness``):
   ``midharness.tournament:ring_duels``);
 - a setting is a dotted key of the package's ``settings.toml`` (``terminus.max_episodes``), or ``section.*``
   for every key under a table;
-- a span is a boundary of the package's ``recording.toml``, written like a function.
+- a span is a boundary of the package's ``recording.toml``, written like a function, or a span the monitor
+  opens itself, named ``rise.<name>`` (``rise.trial``: the root span of the whole harness process).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ RENDERED_FILE = "HANDBOOK.md"
 _IDENT = r"[A-Za-z_]\w*"
 FUNCTION_REF = re.compile(rf"^{_IDENT}(\.{_IDENT})*:{_IDENT}(\.{_IDENT})*$")
 SETTING_KEY = re.compile(r"^[\w-]+(\.[\w-]+)*(\.\*)?$")
+MONITOR_SPAN = re.compile(r"^rise\.[a-z_][a-z0-9_.]*$")
 ITEM_ID = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 
 
@@ -50,9 +52,9 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
 
-def _check_refs(values: list[str], pattern: re.Pattern[str], what: str) -> list[str]:
+def _check_refs(values: list[str], what: str, *patterns: re.Pattern[str]) -> list[str]:
     for value in values:
-        if not pattern.match(value):
+        if not any(p.match(value) for p in patterns):
             raise ValueError(f"{value!r} is not a {what}")
     if len(set(values)) != len(values):
         dupes = sorted({v for v in values if values.count(v) > 1})
@@ -82,15 +84,21 @@ class Behaviour(_Strict):
             raise ValueError(f"{value!r}: ids are lower-case letters, digits, '.', '_' or '-'")
         return value
 
-    @field_validator("functions", "spans")
+    @field_validator("functions")
     @classmethod
     def _functions(cls, values: list[str]) -> list[str]:
-        return _check_refs(values, FUNCTION_REF, "module:qualname reference")
+        return _check_refs(values, "module:qualname reference", FUNCTION_REF)
+
+    @field_validator("spans")
+    @classmethod
+    def _spans(cls, values: list[str]) -> list[str]:
+        return _check_refs(values, "module:qualname boundary or rise.<name> monitor span", FUNCTION_REF,
+                           MONITOR_SPAN)
 
     @field_validator("settings")
     @classmethod
     def _settings(cls, values: list[str]) -> list[str]:
-        return _check_refs(values, SETTING_KEY, "dotted settings key")
+        return _check_refs(values, "dotted settings key", SETTING_KEY)
 
     def governs(self, key: str) -> bool:
         """Whether this behaviour names setting ``key`` itself or a ``section.*`` above it."""
