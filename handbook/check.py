@@ -9,6 +9,7 @@ The code is read with ``ast`` (never imported: a broken candidate must not run d
 - ``orphan-boundary``: a boundary of ``recording.toml`` no behaviour claims;
 - ``ungoverned-setting``: a key of ``settings.toml`` no behaviour governs;
 - ``unknown-setting``: a behaviour names a setting ``settings.toml`` does not have;
+- ``unreadable-module`` / ``unreadable-config``: a module or a TOML file of the harness cannot be parsed;
 - ``handbook``: the Handbook itself is missing or invalid; ``stale-rendering``: HANDBOOK.md is not what the
   TOML renders to.
 """
@@ -75,8 +76,18 @@ def check_source(source: HarnessSource, handbook: Handbook | None = None) -> Che
         if module.error:
             problems.append(Problem("unreadable-module", f"{module.file}: {module.error}", name=module.file))
 
-    settings = source.settings()
-    boundaries = source.boundaries()
+    settings = boundaries = None
+    unreadable_settings = unreadable_recording = False
+    try:
+        settings = source.settings()
+    except HandbookError as exc:
+        problems.append(Problem("unreadable-config", str(exc), name=SETTINGS_FILE))
+        unreadable_settings = True
+    try:
+        boundaries = source.boundaries()
+    except HandbookError as exc:
+        problems.append(Problem("unreadable-config", str(exc), name=RECORDING_FILE))
+        unreadable_recording = True
     report.settings = len(settings or {})
     report.boundaries = len(boundaries or [])
 
@@ -92,6 +103,8 @@ def check_source(source: HarnessSource, handbook: Handbook | None = None) -> Che
         for ref in behaviour.spans:
             if MONITOR_SPAN.match(ref):  # opened by the monitor itself, not by a boundary of the code
                 continue
+            if unreadable_recording:
+                continue
             res = source.resolve(ref)
             if res.definition is None:
                 problems.append(Problem("unknown-span", f"{where} names span {ref}: {res.problem}",
@@ -103,6 +116,8 @@ def check_source(source: HarnessSource, handbook: Handbook | None = None) -> Che
                 problems.append(Problem("unrecorded-span", f"{where} names span {ref}, which {RECORDING_FILE} "
                                         "does not record", behaviour.id, ref))
         for key in behaviour.settings:
+            if unreadable_settings:
+                break
             if settings is None:
                 problems.append(Problem("unknown-setting", f"{where} names setting {key} but the harness has no "
                                         f"{SETTINGS_FILE}", behaviour.id, key))

@@ -39,12 +39,19 @@ def _code(items: list[str]) -> list[str]:
 
 
 def _sections(b: Behaviour) -> list[tuple[str, list[str]]]:
+    """Prose lists, one bullet each."""
     return [
         ("Triggers", b.triggers),
-        ("Implementing functions", _code(b.functions)),
         ("State read", b.state_read),
         ("State written", b.state_written),
         ("Exit conditions", b.exit_conditions),
+    ]
+
+
+def _references(b: Behaviour) -> list[tuple[str, list[str]]]:
+    """Names of code, settings and spans, on one line each."""
+    return [
+        ("Implementing functions", _code(b.functions)),
         ("Settings", _code(b.settings)),
         ("Recorded spans", _code(b.spans)),
     ]
@@ -61,7 +68,7 @@ def render_markdown(handbook: Handbook) -> str:
             spans.setdefault(ref, []).append(b.id)
     anchors = {s.id: _anchor(f"{i}. {s.name}") for i, s in enumerate(handbook.stages, 1)}
     text = template_env().get_template("handbook.md.j2").render(
-        hb=handbook, anchors=anchors, sections=_sections,
+        hb=handbook, anchors=anchors, sections=_sections, references=_references,
         settings_index=sorted(settings.items()), spans_index=sorted(spans.items()),
     )
     return re.sub(r"\n{3,}", "\n\n", text).rstrip("\n") + "\n"

@@ -100,3 +100,9 @@ def test_stale_rendering_is_reported(toy):
     assert [p.kind for p in check_harness(toy).problems] == ["stale-rendering"]
     # check_source (e.g. of a git revision) does not look at the Markdown
     assert check_source(HarnessSource.from_dir(toy)).ok
+
+
+def test_unreadable_settings_is_a_problem_not_a_crash(toy):
+    (toy / "settings.toml").write_text("[loop\n")
+    kinds = [p.kind for p in check_harness(toy).problems]
+    assert kinds == ["unreadable-config"]
