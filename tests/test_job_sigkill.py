@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -31,8 +32,8 @@ def _finished(job) -> dict[str, tuple[str, int]]:
     return out
 
 
-def test_sigkill_mid_grid_then_resume(tmp_path):
-    _need_parts()
+def _start_and_kill(tmp_path, sig: int) -> tuple[list[str], dict, int]:
+    """Start a 3 tasks × r=2 oracle grid, send ``sig`` once two trials finished; (args, finished, rc)."""
     tasks = tmp_path / "tasks"
     for i in range(3):
         copy_task("hello-file", tasks, f"slow{i}", solve_prefix="sleep 1.5")
@@ -48,12 +49,40 @@ def test_sigkill_mid_grid_then_resume(tmp_path):
             assert time.monotonic() < deadline, "no progress"
             time.sleep(0.1)
         time.sleep(0.7)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(10)
+        os.kill(proc.pid, sig)
+        rc = proc.wait(30)
     finally:
         if proc.poll() is None:
             proc.kill()
-    before = _finished(job)
+    return args, _finished(job), rc
+
+
+def _processes_mentioning(text: str) -> list[str]:
+    found = []
+    for d in Path("/proc").iterdir():
+        try:
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            if text in cmd and "State:\tZ" not in (d / "status").read_text():
+                found.append(f"{d.name}: {cmd}")
+        except OSError:
+            continue
+    return found
+
+
+def test_sigterm_stops_running_trials_cleanly(tmp_path):
+    _need_parts()
+    args, _, rc = _start_and_kill(tmp_path, signal.SIGTERM)
+    assert rc == 130
+    time.sleep(0.5)
+    assert _processes_mentioning(str(tmp_path / "job")) == []  # no agent or sandbox outlives rise eval
+    done = rise_eval(*args, "--resume", timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_sigkill_mid_grid_then_resume(tmp_path):
+    _need_parts()
+    args, before, _ = _start_and_kill(tmp_path, signal.SIGKILL)
+    job = tmp_path / "job"
     assert 2 <= len(before) < 6
     assert not (job / "job_result.json").exists()
 

@@ -8,6 +8,7 @@ import asyncio
 import datetime as dt
 import hashlib
 import json
+import signal
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -119,6 +120,17 @@ def _endpoint(agent_kind: str, base_url: str | None, model: str | None, api_key_
     return ensure_bundled_server(model or DEFAULT_MODEL, **kwargs)
 
 
+async def _cancel_on_sigterm(coro: Any) -> Any:
+    """Run ``coro``; SIGTERM cancels it like Ctrl-C does, so agents are killed and sandboxes stopped."""
+    task = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, task.cancel)
+    try:
+        return await coro
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
+
+
 def eval_cmd(
     tasks: Annotated[Path, typer.Option("--tasks", help="task set folder (Harbor tasks)")],
     task: Annotated[list[str] | None, typer.Option("--task", help="only these tasks (repeatable)")] = None,
@@ -155,11 +167,14 @@ def eval_cmd(
                            concurrency=concurrency, endpoint=endpoint, settings=parse_settings(setting or []))
         _err.print(f"job {job_dir}: {len(loaded)} tasks × r={r}, agent {spec.name} ({spec.harness_version}), "
                    f"env {env}, model {endpoint.model if endpoint else '—'}")
-        result = asyncio.run(run_job(config, job_dir, resume=resume, force_config=force_config,
-                                     progress=progress, tasks=loaded))
+        result = asyncio.run(_cancel_on_sigterm(run_job(config, job_dir, resume=resume, force_config=force_config,
+                                                        progress=progress, tasks=loaded)))
     except (RiseError, ValueError) as exc:
         _err.print(f"[red]error:[/] {exc}")
         raise typer.Exit(1) from None
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        _err.print(f"[yellow]interrupted[/]: running trials were stopped; continue with --resume --job-dir {job_dir}")
+        raise typer.Exit(130) from None
     render_metrics(GridMetrics.model_validate(result.metrics), f"job {job_dir}")
     if json_out:
         write_json_atomic(json_out, {"job_dir": str(job_dir.resolve()), **result.model_dump(mode="json")})
