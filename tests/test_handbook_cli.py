@@ -69,3 +69,40 @@ def test_suggest_and_affected(toy):
 def test_errors_are_reported_not_raised(tmp_path):
     result = runner.invoke(app, ["handbook", "check", str(tmp_path / "missing")])
     assert result.exit_code == 2 and "not a harness directory" in result.output
+
+
+def test_diff_and_affected_between_git_revisions(tmp_path):
+    import git
+
+    repo_dir = tmp_path / "repo"
+    shutil.copytree(TOY, repo_dir / "harness")
+    repo = git.Repo.init(repo_dir)
+    repo.git.add(A=True)
+    repo.index.commit("v1")
+    toml = repo_dir / "harness" / "HANDBOOK.toml"
+    toml.write_text(toml.read_text().replace('name = "Model call"', 'name = "Model call with retries"'))
+    model_call = repo_dir / "harness" / "model_call.py"
+    model_call.write_text(model_call.read_text().replace("range(n)", "range(max(n, 1))"))
+    repo.git.add(A=True)
+    repo.index.commit("v2")
+    args = ["HEAD~1", "HEAD", "--repo", str(repo_dir), "--path", "harness"]
+    result = runner.invoke(app, ["handbook", "diff", *args])
+    assert result.exit_code == 0, result.output
+    assert "- **name**\n  - was: Model call\n  - now: Model call with retries" in result.output
+    result = runner.invoke(app, ["handbook", "affected", *args, "--json"])
+    assert result.exit_code == 0, result.output
+    assert [a["behaviour"] for a in json.loads(result.output)["affected"]] == ["model.call"]
+
+
+def test_spans_maps_a_trial(tmp_path):
+    agent = tmp_path / "trial" / "agent"
+    agent.mkdir(parents=True)
+    lines = [{"name": "Agent.step", "attributes": {"rise.boundary": "loop:Agent.step", "rise.episode": 0}},
+             {"name": "mystery", "attributes": {"code.function.name": "toyharness.nowhere.f"}}]
+    (agent / "spans.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    result = runner.invoke(app, ["handbook", "spans", str(tmp_path / "trial"), "--harness", str(TOY)])
+    assert result.exit_code == 1
+    assert "loop.episodes" in result.output and "unmapped mystery" in result.output
+    result = runner.invoke(app, ["handbook", "spans", str(tmp_path / "trial"), "--harness", str(TOY),
+                                 "-b", "loop.episodes"])
+    assert result.exit_code == 0 and "episode 0  Agent.step" in result.output
