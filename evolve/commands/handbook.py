@@ -33,13 +33,6 @@ def _fail(console: Console, message: str) -> None:
     raise typer.Exit(2)
 
 
-def _open(spec: str, repo: Path | None, subdir: str) -> HarnessSource:
-    """A harness version: a directory, or a git revision (of --repo, default the current repository)."""
-    if repo is None and Path(spec).is_dir():
-        return HarnessSource.from_dir(spec)
-    return HarnessSource.from_git(repo or Path("."), spec, subdir)
-
-
 @handbook_app.command("check")
 def check_cmd(path: HarnessDir,
               as_json: Annotated[bool, typer.Option("--json", help="print problems as JSON")] = False) -> None:
@@ -153,7 +146,8 @@ def affected_cmd(
     """Behaviours whose functions (or settings, or recorded boundaries) changed between two versions."""
     console = Console()
     try:
-        report = affected_behaviours(_open(old, repo, subdir), _open(new, repo, subdir), old, new)
+        report = affected_behaviours(HarnessSource.open(old, repo, subdir), HarnessSource.open(new, repo, subdir),
+                                      old, new)
     except HandbookError as exc:
         _fail(console, str(exc))
     if as_json:
