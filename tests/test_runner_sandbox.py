@@ -130,3 +130,19 @@ def test_oracle_in_docker_and_a_broken_image_is_infra(tmp_path):
     assert status["broken"]["status"] == "infra" and status["broken"]["infra_cause"] == "image_build"
     log = Path(json.loads((tmp_path / "job" / "broken__r1" / "result.json").read_text())["infra_log_path"])
     assert log.is_file() and "exit" in log.read_text().lower()
+
+
+@pytest.mark.tmux
+def test_seed_harness_against_an_unreachable_server_is_infra(tmp_path):
+    _need_parts()
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is needed by the seed harness")
+    out = tmp_path / "res.json"
+    proc = rise_eval("--tasks", str(STARTER), "--task", "hello-file", "--agent", "seed", "--env", "local",
+                     "--base-url", "http://127.0.0.1:9/v1", "--model", "nothing", "--job-dir", str(tmp_path / "job"),
+                     "--json", str(out), timeout=200)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    res = json.loads((tmp_path / "job" / "hello-file__r1" / "result.json").read_text())
+    assert res["status"] == "infra" and res["infra_cause"] == "model_unreachable"
+    assert "\n" not in res["infra_message"] and res["harness_version"].startswith("seed-")
+    assert (tmp_path / "job" / "hello-file__r1" / "agent" / "trajectory.json").is_file()

@@ -150,6 +150,12 @@ async def run_agent_process(agent: AgentSpec, spec_path: Path, task_path: Path, 
     return proc.returncode, timed_out, time.monotonic() - t0
 
 
+def _last_line(text: str | None, limit: int = 500) -> str | None:
+    """The last non-empty line (a traceback's exception line), capped."""
+    lines = [ln for ln in (text or "").splitlines() if ln.strip()]
+    return lines[-1].strip()[:limit] if lines else None
+
+
 def _read_outcome(agent_dir: Path) -> tuple[AgentOutcome | None, str | None]:
     path = agent_dir / "agent_result.json"
     if not path.is_file():
@@ -251,7 +257,8 @@ async def _agent_phase(res: TrialResult, task: Any, agent: AgentSpec, endpoint: 
     res.agent_status, res.agent_error_kind, res.agent_error = outcome.status, outcome.error_kind, outcome.error
     res.episodes, res.cost = outcome.episodes, outcome.cost
     if outcome.error_kind == "model_unreachable":
-        raise _Infra("model_unreachable", outcome.error or "the model server was unreachable")
+        res.traceback = outcome.error if outcome.error and "\n" in outcome.error.strip() else None
+        raise _Infra("model_unreachable", _last_line(outcome.error) or "the model server was unreachable")
 
 
 async def _verifier_phase(res: TrialResult, task: Any, env: Environment, verifier_dir: Path) -> None:
