@@ -1,0 +1,47 @@
+"""The seed harness through ``rise eval`` against the real bundled model (llama.cpp + Qwen2.5-Coder-0.5B).
+
+Marked ``model`` (slow: minutes on CPU); skips when the server binary or the model is not cached (never builds).
+The task may pass or fail — a 0.5B model is not reliable — but the grid must be complete (no ⊥) and the trial
+must carry the model's token usage.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+
+from trials.endpoints import bundled
+from trials.endpoints.serve import ServerProcess, free_port
+
+from .test_runner_sandbox import STARTER, _need_parts, rise_eval
+
+MODEL = "qwen2.5-coder-0.5b"
+pytestmark = [pytest.mark.model, pytest.mark.sandbox, pytest.mark.tmux]
+
+
+def test_seed_on_the_bundled_model_completes_the_grid(tmp_path):
+    _need_parts()
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is needed by the seed harness")
+    model = bundled.model_path(MODEL)
+    if not bundled.server_binary_path().exists() or not model.exists():
+        pytest.skip(f"llama-server or {MODEL} is not cached (run: rise serve bundled -m {MODEL})")
+    proc = ServerProcess.bundled(MODEL, free_port(), ctx=8192, threads=2, parallel=1,
+                                 name=f"test-runner-{os.getpid()}")
+    spec = proc.start(progress=lambda m: None)
+    try:
+        out = tmp_path / "res.json"
+        done = rise_eval("--tasks", str(STARTER), "--task", "hello-file", "--agent", "seed", "--env", "local",
+                         "--base-url", spec.base_url, "--model", spec.model, "--setting", "terminus.max_episodes=6",
+                         "--job-dir", str(tmp_path / "job"), "--json", str(out), timeout=580)
+    finally:
+        proc.stop()
+    assert done.returncode == 0, done.stdout + done.stderr
+    data = json.loads(out.read_text())
+    assert data["complete"] and data["trials"][0]["status"] in ("passed", "failed")
+    res = json.loads((tmp_path / "job" / "hello-file__r1" / "result.json").read_text())
+    assert res["model"] == MODEL and res["cost"]["generator"]["calls"] >= 1
+    assert res["cost"]["generator"]["output_tokens"] > 0 and res["episodes"] >= 1
