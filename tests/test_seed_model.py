@@ -1,0 +1,72 @@
+"""One real trial end to end: the bundled llama.cpp model, the local sandbox, tmux, the runner, the verifier.
+
+Marked ``model`` (and ``sandbox``); skips when the server binary or the 0.5B model is not cached (never builds).
+The small model rarely solves the task in two episodes (the first call alone can take a minute on a
+loaded 2-core machine: the prompt is processed cold); the test checks the trial runs to a real verdict
+with a full trajectory of real replies, not that it passes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from trials.endpoints import bundled
+from trials.environments.local import bwrap_available
+from trials.tasks.load import load_task
+
+MODEL = "qwen2.5-coder-0.5b"
+HELLO = Path(__file__).resolve().parent.parent / "data" / "starter" / "hello-file"
+
+pytestmark = [pytest.mark.model, pytest.mark.sandbox, pytest.mark.tmux,
+              pytest.mark.skipif(not bwrap_available(), reason="bubblewrap (bwrap) and nsenter are not installed"),
+              pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")]
+
+
+def _missing() -> str | None:
+    if not bundled.server_binary_path().exists():
+        return f"llama-server not built at {bundled.server_binary_path()} (run: rise serve bundled)"
+    model = bundled.model_path(MODEL)
+    stamp = model.with_suffix(".sha256")
+    if not model.exists() or not stamp.exists() or stamp.read_text().strip() != bundled.MODELS[MODEL].sha256:
+        return f"{MODEL} not assembled at {model} (run: rise serve bundled -m {MODEL})"
+    return None
+
+
+@pytest.fixture(scope="module")
+def endpoint():
+    reason = _missing()
+    if reason:
+        pytest.skip(reason)
+    from trials.endpoints.serve import ServerProcess, free_port
+
+    proc = ServerProcess.bundled(MODEL, free_port(), ctx=8192, threads=2, parallel=1,
+                                 name=f"test-seed-model-{os.getpid()}")
+    spec = proc.start(progress=lambda m: None)
+    yield spec.model_copy(update={"timeout_sec": 120})
+    proc.stop()
+
+
+async def test_real_model_trial_end_to_end(tmp_path, endpoint):
+    from trials.agents import resolve_agent
+    from trials.runner import run_trial
+
+    trial = tmp_path / "hello-file__r1"
+    result = await run_trial(load_task(HELLO), resolve_agent("seed"), endpoint, trial, "local", "test-seed-model",
+                             settings={"terminus.max_episodes": 2, "model.max_tokens": 300},
+                             agent_timeout_sec=150)
+    outcome = json.loads((trial / "agent" / "agent_result.json").read_text())
+    log_tail = (trial / "agent" / "stdout.log").read_text()[-3000:]
+    assert result.status in ("passed", "failed"), (result, log_tail)
+    assert outcome["status"] in ("completed", "max_episodes"), (outcome, log_tail)
+    data = json.loads((trial / "agent" / "trajectory.json").read_text())
+    agent_steps = [s for s in data["steps"] if s["source"] == "agent"]
+    assert len(agent_steps) == outcome["episodes"] >= 1
+    assert all(s["message"] and s["metrics"]["completion_tokens"] > 0 for s in agent_steps)
+    assert outcome["cost"]["generator"]["calls"] >= len(agent_steps)
+    assert data["final_metrics"]["total_prompt_tokens"] > 500
+    assert (trial / "verifier").is_dir() and result.reward in (0.0, 1.0)
