@@ -119,3 +119,33 @@ async def test_never_returning_command_blocking_mode_gives_the_timeout_message(t
     assert "never-sent" not in message  # commands after a timeout are not sent
     step = json.loads(agent.trajectory.path.read_text())["steps"][1]
     assert step["extra"]["timed_out"] is True
+
+
+async def test_sigterm_still_leaves_outcome_and_trajectory(tmp_path, sandbox):
+    """The runner's SIGTERM (timeout) ends the harness cleanly: agent_result.json says ``terminated`` and the
+    trajectory of the episodes so far is on disk."""
+    import asyncio
+    import signal
+
+    from trials.harness_api import AgentOutcome, TrialSpec
+
+    agent_dir = tmp_path / "agent"
+    agent_dir.mkdir()
+    with ScriptedServer([reply(commands=[("sleep 1000\n", 50.0)]), DONE, DONE]) as srv:
+        spec = TrialSpec(trial_id="term", task_name="hello-file", instruction="wait", env=sandbox.handle(),
+                         endpoint=EndpointSpec(base_url=srv.base_url, model="scripted"), agent_dir=str(agent_dir),
+                         timeout_sec=120)
+        spec.dump(agent_dir / "trial_spec.json")
+        proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "harness_seed", "--spec",
+                                                    str(agent_dir / "trial_spec.json"), cwd=REPO)
+        for _ in range(100):  # until the first reply is being acted on
+            await asyncio.sleep(0.1)
+            if srv.requests:
+                break
+        await asyncio.sleep(1.0)
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), 20) == 1
+    outcome = AgentOutcome.model_validate_json((agent_dir / "agent_result.json").read_text())
+    assert outcome.status == "error" and outcome.error_kind == "terminated"
+    data = json.loads((agent_dir / "trajectory.json").read_text())
+    assert data["steps"][0]["source"] == "user" and data["final_metrics"]["extra"]["status"] == "terminated"
