@@ -269,3 +269,67 @@ async def test_40kb_command_is_chunked_and_typed_whole(tmp_path):
     assert (tmp_path / "host" / "big.txt").read_text() == payload + "\n"
     sends = [c for c in env.calls if c.startswith("tmux send-keys") and "abc;def" in c]
     assert len(sends) >= 3 and all(len(c.encode()) < 16000 for c in sends)
+
+
+# -- every parser error / warning / auto-fix, end to end over HTTP -----------------------------------
+
+_G = {"analysis": "a", "plan": "p", "commands": [{"keystrokes": "echo ok\n", "duration": 0.1}]}
+_XML_DONE = ("<response><analysis>a</analysis><plan>p</plan><commands></commands>"
+             "<task_complete>true</task_complete></response>")
+JSON_CASES = [
+    # (reply, "error" | "warning", text the next prompt must contain)
+    ("no json at all", "error", "ERROR: No valid JSON found in response"),
+    ('{"analysis": "a", "plan": "p", "commands": [}', "error", "ERROR: Invalid JSON: "),
+    (json.dumps({"analysis": "a"}), "error", "ERROR: Missing required fields: plan, commands"),
+    (json.dumps({**_G, "commands": "ls"}), "error", "ERROR: Field 'commands' must be an array"),
+    (json.dumps({**_G, "commands": [{"duration": 1}]}), "error",
+     "ERROR: Command 1 missing required 'keystrokes' field"),
+    ("Sure. " + json.dumps(_G), "warning", "- Extra text detected before JSON object"),
+    (json.dumps(_G) + " Done.", "warning", "- Extra text detected after JSON object"),
+    (json.dumps({**_G, "commands": [{"keystrokes": "echo ok\n"}]}), "warning",
+     "- Command 1: Missing duration field, using default 1.0"),
+    (json.dumps({**_G, "commands": [{"keystrokes": "echo ok\n", "duration": "x"}]}), "warning",
+     "- Command 1: Invalid duration value 'x'"),
+    (json.dumps({**_G, "commands": [{"keystrokes": "echo ok\n", "duration": 1, "cwd": "/"}]}), "warning",
+     "- Command 1: Unknown fields: cwd"),
+    (json.dumps({"plan": "p", "analysis": "a", "commands": []}), "warning", "- Fields appear in the wrong order"),
+    (json.dumps({**_G, "commands": [{"keystrokes": "echo a", "duration": 0.1}, {"keystrokes": "\n", "duration": 0.1}]}),
+     "warning", "- Command 1 should end with a newline"),
+    (json.dumps(_G)[:-1], "warning", "- AUTO-CORRECTED: Fixed incomplete JSON by adding missing closing brace"),
+    ("Plan {short}: " + json.dumps(_G), "warning", "- AUTO-CORRECTED: Extracted JSON from mixed content"),
+]
+
+
+@pytest.mark.parametrize(("text", "kind", "expected"), JSON_CASES, ids=[c[2][:40] for c in JSON_CASES])
+async def test_each_json_parser_message_reaches_the_model(tmp_path, text, kind, expected):
+    _, srv, status = await run_agent([text, DONE, DONE], tmp_path)
+    assert status == "completed"
+    nxt = last_user(srv.requests[1])
+    head = "Previous response had parsing errors:\n" if kind == "error" else "Previous response had warnings:\n"
+    assert nxt.startswith(head) and expected in nxt, nxt
+
+
+XML_CASES = [
+    ("plain text", "error", "ERROR: No <response> tag found in response"),
+    ("<response><analysis>a</analysis><plan>p</plan></response>", "error", "ERROR: Missing <commands> section"),
+    ('<response><analysis>a</analysis><plan>p</plan><commands><keystrokes duration="1">ls\n</commands></response>',
+     "error", "ERROR: Command 1: missing </keystrokes> closing tag"),
+    ("x <response><analysis>a</analysis><plan>p</plan><commands></commands></response>", "warning",
+     "- Extra text detected before <response> tag"),
+    (("<response><analysis>a</analysis><plan>p</plan><commands><keystrokes>echo ok\n</keystrokes></commands>"
+     "</response>"), "warning", "- Command 1: Missing duration attribute"),
+    ("<response><analysis>a</analysis><plan>p</plan><commands>", "error", "ERROR: Missing </commands> closing tag"),
+    ("<response><analysis>a</analysis><plan>p</plan><commands></commands>", "warning",
+     "- AUTO-CORRECTED: Added missing </response> closing tag"),
+]
+
+
+@pytest.mark.parametrize(("text", "kind", "expected"), XML_CASES, ids=[c[2][:40] for c in XML_CASES])
+async def test_each_xml_parser_message_reaches_the_model(tmp_path, text, kind, expected):
+    _, srv, status = await run_agent([text, _XML_DONE, _XML_DONE], tmp_path, **{"terminus.format": "xml"})
+    assert status == "completed"
+    nxt = last_user(srv.requests[1])
+    head = "Previous response had parsing errors:\n" if kind == "error" else "Previous response had warnings:\n"
+    assert nxt.startswith(head) and expected in nxt, nxt
+    if kind == "error":
+        assert nxt.endswith("provide a proper XML response.")
