@@ -63,9 +63,11 @@ async def test_scripted_model_solves_a_starter_task_through_the_runner(tmp_path)
     assert (trial / "agent" / "pane.log").is_file()
 
 
-async def test_harness_runs_as_a_plain_module_subprocess(tmp_path, sandbox):
-    """``python -m harness_seed --spec`` without the monitor, attaching to a sandbox another process owns."""
+async def test_copy_named_harness_runs_as_a_plain_module_subprocess(tmp_path, sandbox):
+    """A copy of the package named ``harness`` (as in an experiment repository) runs as ``python -m harness
+    --spec`` without the monitor, attaching to a sandbox another process owns."""
     import asyncio
+    import os
 
     from trials.harness_api import AgentOutcome, TrialSpec
 
@@ -76,9 +78,13 @@ async def test_harness_runs_as_a_plain_module_subprocess(tmp_path, sandbox):
                          endpoint=EndpointSpec(base_url=srv.base_url, model="scripted"), agent_dir=str(agent_dir),
                          timeout_sec=60)
         spec.dump(agent_dir / "trial_spec.json")
-        proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "harness_seed", "--spec",
-                                                    str(agent_dir / "trial_spec.json"), cwd=REPO)
+        shutil.copytree(REPO / "harness_seed", tmp_path / "pkgs" / "harness",
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "pkgs"), str(REPO)])}
+        proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "harness", "--spec",
+                                                    str(agent_dir / "trial_spec.json"), cwd=tmp_path, env=env)
         assert await asyncio.wait_for(proc.wait(), 60) == 0
+    assert json.loads((agent_dir / "trajectory.json").read_text())["agent"]["extra"]["package"] == "harness"
     outcome = AgentOutcome.model_validate_json((agent_dir / "agent_result.json").read_text())
     assert outcome.status == "completed" and outcome.episodes == 3 and outcome.cost.generator.calls == 3
     assert (await sandbox.exec("cat /app/hi.txt")).stdout == "hi\n"
