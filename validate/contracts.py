@@ -156,6 +156,9 @@ class FrozenStore:
     def keys(self) -> list[str]:
         return sorted(self._data["values"])
 
+    def __contains__(self, key: str) -> bool:
+        return key in self._data["values"]
+
 
 # ---------------------------------------------------------------------------------------------- loading
 def load_contracts(harness_dir: str | Path) -> tuple[dict[str, Contract], list[ContractFailure]]:
