@@ -327,7 +327,14 @@ async def _attempt(candidate: Path, incumbent: Path, frozen: FrozenStore, out: P
     report = ContractReport(False, str(candidate), str(incumbent), chosen, problems=problems, out_dir=str(out))
     if problems:
         return report
-    agents = {"candidate": harness_agent(candidate), "incumbent": harness_agent(incumbent)}
+    if not configs:
+        report.passed = True
+        return report
+    try:
+        agents = {"candidate": harness_agent(candidate), "incumbent": harness_agent(incumbent)}
+    except ValueError as exc:  # not a harness package
+        report.problems.append(ContractFailure("-", str(exc)))
+        return report
     sem = asyncio.Semaphore(max(1, concurrency))
     async with asyncio.TaskGroup() as tg:
         jobs = [tg.create_task(_run_case(contracts[m], case, contracts, candidate, incumbent, frozen, out, sem,
