@@ -1,0 +1,109 @@
+"""A whole round with real parts: the seed in an experiment repo, candidate patches on branches, the local
+sandbox with tmux, the scripted model that claims completion too early over real HTTP.
+
+The good candidate beats the baseline on a complete grid and is adopted as v1 (tag, versions/v1/, Adoption);
+the harmful one is rejected with its regression listed; a ⊥ cell blocks adoption and the reason says so."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from evolve.controller import CandidateInput, Proposal, run_round
+from tests.fakes.openai_server import ScriptedServer
+from tests.test_controller_support import (
+    GOOD_PROPOSAL,
+    HARMFUL_PROPOSAL,
+    early_claimer,
+    good_patch,
+    harmful_patch,
+    make_experiment,
+    parts_missing,
+    standin_checks,
+)
+from trials.errors import SandboxError
+
+pytestmark = [pytest.mark.tmux, pytest.mark.sandbox]
+
+
+@pytest.fixture
+def server():
+    if (why := parts_missing()):
+        pytest.skip(why)
+    with ScriptedServer(early_claimer, model="scripted") as srv:
+        yield srv
+
+
+def test_good_adopted_harmful_rejected(tmp_path, server):
+    exp = make_experiment(tmp_path / "runs", server.base_url)
+    good, bad = good_patch(tmp_path / "good.patch"), harmful_patch(tmp_path / "bad.patch")
+    report = run_round(exp, 1, [CandidateInput("verify", str(good), Proposal.model_validate(GOOD_PROPOSAL)),
+                                CandidateInput("skip", str(bad), Proposal.model_validate(HARMFUL_PROPOSAL))],
+                       checks=standin_checks())
+    by = {c.slug: c for c in report.candidates}
+    assert report.adopted == "v1" and by["verify"].status == "adopted" and by["verify"].version == "v1"
+    assert by["skip"].status == "rejected" and by["skip"].regressions == ["hello-file"]
+    assert "regressions of stable passes: hello-file" in by["skip"].reason
+
+    led = exp.ledger
+    (adoption,) = led.find("adoption")
+    assert adoption.version == "v1" and adoption.parent == "v0" and adoption.commit == by["verify"].commit
+    assert adoption.decision["candidate_pass1"] == 1.0 and adoption.decision["baseline_pass1"] == 0.5
+    (rej,) = led.find("rejection")
+    assert rej.commit == by["skip"].commit and rej.decision["regressions"] == ["hello-file"]
+    assert exp.versions() == ["v0", "v1"] and exp.commit_of("v1") == by["verify"].commit
+    # every evaluation trial is booked under <commit>:<task>:<rep>
+    c = by["verify"].commit
+    assert {e.key for e in led.find("trial_done", commit=c, purpose="evaluation")} == {
+        f"{c}:{t}:{k}" for t in ("hello-file", "write-json") for k in (1, 2)}
+    # the screening saw the mechanism's spans; the held-out split ran for v0 and v1 and decided nothing
+    (scr,) = led.find("screening", commit=c)
+    assert scr.mechanism_ran and scr.details["spans"]["completion:CompletionHandshake.on_reply"] > 0
+    held = [e for e in led.find("evaluation") if e.metrics.get("purpose") == "heldout"]
+    assert [e.commit for e in held] == [exp.commit_of("v0"), c]
+    # versions/v1 is the new reference corpus: its evaluation
+    v1 = exp.root / "versions" / "v1"
+    meta = json.loads((v1 / "version.json").read_text())
+    assert meta["commit"] == c and meta["parent"] == "v0"
+    assert (v1 / "reference" / "job_result.json").is_file()
+    assert (v1 / "reference").resolve() == (exp.root / "rounds" / "r01" / "verify" / "evaluation").resolve()
+    assert (v1 / "heldout" / "job_result.json").is_file()
+
+    # running the round again does nothing new
+    n = len(led.events)
+    again = run_round(exp, 1, [], checks=standin_checks())
+    assert again.adopted == "v1" and len(exp.ledger.events) == n
+
+
+def test_infra_cell_blocks_adoption(tmp_path, server):
+    """A ⊥ trial in the candidate's evaluation: no adoption, the decision's reason names the cell; a resume
+    with the sandbox healthy again reruns only that cell and then adopts."""
+    from trials.environments.factory import make_environment
+
+    exp = make_experiment(tmp_path / "runs", server.base_url, heldout=[])
+    good = good_patch(tmp_path / "good.patch")
+    broken = {"on": True}
+
+    def factory(kind, task, trial_dir, job_id):
+        if broken["on"] and "evaluation" in str(trial_dir) and trial_dir.name == "write-json__r2":
+            raise SandboxError("injected: the sandbox could not start")
+        return make_environment(kind, task, trial_dir, job_id)
+
+    cand = [CandidateInput("verify", str(good), Proposal.model_validate(GOOD_PROPOSAL))]
+    report = run_round(exp, 1, cand, checks=standin_checks(), env_factory=factory)
+    (c,) = report.candidates
+    assert report.blocked and report.adopted is None and c.status == "blocked"
+    assert "cannot adopt: 1 ⊥" in c.reason and "write-json#1" in c.reason
+    (blocked,) = exp.ledger.find("rejection")
+    assert blocked.key == f"{c.commit}:blocked:1" and blocked.decision["blocked"] is True
+    assert "⊥" in blocked.reason and exp.versions() == ["v0"]
+    infra = [e for e in exp.ledger.find("trial_done") if e.status == "infra"]
+    assert [e.key for e in infra] == [f"{c.commit}:write-json:2:infra1", f"{c.commit}:write-json:2:infra2"]
+
+    broken["on"] = False
+    done_before = {e.key for e in exp.ledger.find("trial_done") if e.status != "infra"}
+    report = run_round(exp, 1, [], checks=standin_checks(), env_factory=factory)
+    assert report.adopted == "v1"
+    new = [e.key for e in exp.ledger.find("trial_done") if e.status != "infra" and e.key not in done_before]
+    assert new == [f"{c.commit}:write-json:2"]

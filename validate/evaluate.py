@@ -1,0 +1,309 @@
+"""Screening and full evaluation of a harness version: grids of trials whose every completion is booked.
+
+``run_grid`` runs a tasks × r grid in a job folder with the pieces of ``trials.job`` (cell order, lock, reaping,
+moving cut-off or ⊥ attempts aside, ``job_result.json``), but cell by cell so that
+
+- every finished trial is handed to a :class:`TrialBook` the moment its ``result.json`` exists (the controller
+  books it in the experiment ledger as ``TrialDone``); a resumed grid keeps every finished cell and books one
+  whose event a kill cut off, so no finished trial is ever run twice or booked twice;
+- an optional ``stop(grid)`` is asked after every trial (sequential stopping: ``stop_when_decided`` wraps
+  ``validate.adoption.decide(curtail=True)``) and no further cell starts once it says yes;
+- ⊥ cells are retried ``infra_retries`` times in the same call (an overnight run survives a transient fault);
+  what stays ⊥ leaves the grid incomplete, never silently dropped.
+
+``screen`` runs the candidate once on the tasks its proposal concerns and reads the spans: the mechanism ran
+iff a boundary the proposal (or its contract, or its recording config) names has at least one span.
+Nothing here knows about rounds or the ledger: callers pass a book.
+
+``kill_point(stage)`` is a test hook: with ``RISE_TEST_KILL_AT=<stage>[@n]`` in the environment the process
+SIGKILLs itself the n-th time (default 1st) it passes ``stage``, so kill -9 resume tests are deterministic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import hashlib
+import logging
+import os
+import signal
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from monitor.store import TrialTrace
+from trials.agents import AgentSpec
+from trials.endpoints.spec import EndpointSpec
+from trials.errors import RiseError
+from trials.job import cells, job_lock, move_aside, read_result, reap, summarize, trial_name
+from trials.metrics import Grid, GridMetrics, compute_metrics, grid_from_results
+from trials.results import JobConfig, TrialResult
+from trials.runner import EnvFactory, run_trial
+
+from .adoption import Policy, decide
+
+log = logging.getLogger(__name__)
+
+Purpose = Literal["screening", "evaluation", "heldout", "reference", "control"]
+KILL_ENV = "RISE_TEST_KILL_AT"
+_kill_counts: Counter[str] = Counter()
+
+
+class EvaluationError(RiseError):
+    """A grid cannot run: its folder holds another job, or the book and the folder disagree."""
+
+
+def kill_point(stage: str) -> None:
+    """Test hook: SIGKILL this process at ``stage`` when ``RISE_TEST_KILL_AT`` asks for it (see module doc)."""
+    want = os.environ.get(KILL_ENV)
+    if not want:
+        return
+    name, _, nth = want.partition("@")
+    if name != stage:
+        return
+    _kill_counts[stage] += 1
+    if _kill_counts[stage] >= int(nth or 1):
+        log.warning("RISE_TEST_KILL_AT=%s: killing myself at %s", want, stage)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+class TrialBook(Protocol):
+    """Where finished trials are booked (the experiment ledger, in the controller)."""
+
+    def finished(self, task: str, rep: int) -> bool:
+        """Whether a finished (non-⊥) trial of this cell is already booked."""
+
+    def record(self, result: TrialResult, trial_dir: Path) -> None:
+        """Book one attempt (⊥ attempts too, under their own key) durably, before returning."""
+
+
+class MemoryBook:
+    """A book in memory (tests, and one-off grids that no ledger tracks)."""
+
+    def __init__(self) -> None:
+        self.booked: list[tuple[str, int, str]] = []
+
+    def finished(self, task: str, rep: int) -> bool:
+        return any(t == task and k == rep and s != "infra" for t, k, s in self.booked)
+
+    def record(self, result: TrialResult, trial_dir: Path) -> None:
+        self.booked.append((result.task_name, result.repetition, result.status))
+
+
+@dataclass
+class GridPlan:
+    """What to run: an agent on tasks × r in a job folder."""
+
+    purpose: Purpose
+    agent: AgentSpec
+    tasks_dir: Path
+    task_names: list[str]
+    r: int
+    job_dir: Path
+    endpoint: EndpointSpec | None
+    env_kind: Literal["local", "docker"] = "local"
+    concurrency: int = 1
+    settings: dict[str, Any] = field(default_factory=dict)
+    verifier_endpoint: EndpointSpec | None = None
+
+    def job_config(self) -> JobConfig:
+        job_dir = self.job_dir.resolve()
+        job_id = f"{job_dir.name}-{hashlib.sha256(str(job_dir).encode()).hexdigest()[:8]}"
+        return JobConfig(job_id=job_id, tasks_dir=str(self.tasks_dir.resolve()), task_names=sorted(self.task_names),
+                         agent=self.agent, env_kind=self.env_kind, r=self.r, concurrency=self.concurrency,
+                         endpoint=self.endpoint, verifier_endpoint=self.verifier_endpoint, settings=self.settings)
+
+
+@dataclass
+class GridOutcome:
+    """A grid as far as it ran."""
+
+    plan: GridPlan
+    grid: Grid
+    metrics: GridMetrics
+    results: dict[tuple[str, int], TrialResult]
+    stopped_early: bool = False
+    trials_run: int = 0
+
+    @property
+    def complete(self) -> bool:
+        return self.metrics.complete
+
+    def trial_dirs(self) -> list[Path]:
+        return [self.plan.job_dir / trial_name(t, k) for t, k in sorted(self.results)]
+
+
+def _check_config(config: JobConfig, job_dir: Path) -> None:
+    path = job_dir / "config.json"
+    if path.exists():
+        diff = JobConfig.load(path).differences(config)
+        if diff:
+            raise EvaluationError(f"{path}: this folder holds a grid of another configuration; refusing to mix "
+                                  "them:\n  " + "\n  ".join(diff))
+    config.write(path)
+
+
+def _outcome(plan: GridPlan, config: JobConfig, results: dict[tuple[str, int], TrialResult], stopped: bool,
+             ran: int) -> GridOutcome:
+    grid, reasons = grid_from_results(results.values(), config.task_names, config.r)
+    return GridOutcome(plan, grid, compute_metrics(grid, config.r, reasons), results, stopped, ran)
+
+
+async def run_grid(plan: GridPlan, book: TrialBook, *, stop: Callable[[Grid], bool] | None = None,
+                   env_factory: EnvFactory | None = None, infra_retries: int = 1, progress: bool = False,
+                   tasks: list[Any] | None = None) -> GridOutcome:
+    """Run (or resume) ``plan``'s grid, booking each trial as it finishes (see the module docstring)."""
+    job_dir = plan.job_dir.resolve()
+    job_dir.mkdir(parents=True, exist_ok=True)
+    config = plan.job_config()
+    started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    with job_lock(job_dir):
+        _check_config(config, job_dir)
+        await asyncio.to_thread(reap, config.env_kind, config.job_id)
+        if tasks is None:
+            from trials.tasks import load_task_set
+
+            tasks = load_task_set(Path(config.tasks_dir), config.task_names)
+        by_name = {t.name: t for t in tasks}
+        if (absent := sorted(set(config.task_names) - set(by_name))):
+            raise EvaluationError(f"tasks not found in {config.tasks_dir}: {', '.join(absent)}")
+
+        results: dict[tuple[str, int], TrialResult] = {}
+        todo: list[tuple[str, int]] = []
+        for t, k in cells(config):
+            tdir = job_dir / trial_name(t, k)
+            res = read_result(tdir) if tdir.exists() else None
+            if res is not None and not res.is_infra:
+                if not book.finished(t, k):  # finished, but a kill came before its booking
+                    book.record(res, tdir)
+                results[(t, k)] = res
+                continue
+            if book.finished(t, k):
+                raise EvaluationError(f"{tdir}: booked as finished but its result.json is gone or ⊥; "
+                                      "the job folder was changed by hand")
+            if res is not None:
+                results[(t, k)] = res  # ⊥ so far; rerun below
+            todo.append((t, k))
+
+        stopped = stop is not None and bool(todo) and stop(_outcome(plan, config, results, False, 0).grid)
+        ran = 0
+        sem = asyncio.Semaphore(config.concurrency)
+        bar = Progress(TextColumn(f"[bold]{plan.purpose}[/] {{task.description}}"), BarColumn(),
+                       MofNCompleteColumn(), TimeElapsedColumn(), console=Console(stderr=True),
+                       disable=not progress, transient=False)
+
+        async def one(t: str, k: int, bar_id: Any) -> None:
+            nonlocal stopped, ran
+            async with sem:
+                if stopped:
+                    return
+                tdir = job_dir / trial_name(t, k)
+                if tdir.exists():
+                    move_aside(tdir)  # kills an agent a killed run orphaned, keeps the evidence
+                res = await run_trial(by_name[t], config.agent, config.endpoint, tdir, config.env_kind,
+                                      config.job_id, config.settings, config.verifier_endpoint, repetition=k,
+                                      env_factory=env_factory)
+                ran += 1
+                results[(t, k)] = res
+                book.record(res, tdir)
+                bar.update(bar_id, advance=1)
+                kill_point(f"{plan.purpose}:trial")
+                if stop is not None and not stopped and stop(_outcome(plan, config, results, False, 0).grid):
+                    stopped = True
+
+        with bar:
+            bar_id = bar.add_task(job_dir.name, total=len(cells(config)),
+                                  completed=len(cells(config)) - len(todo))
+            for attempt in range(infra_retries + 1):
+                if not todo or stopped:
+                    break
+                if attempt:
+                    log.warning("%s: rerunning %d ⊥ cell(s) (retry %d)", job_dir, len(todo), attempt)
+                async with asyncio.TaskGroup() as group:
+                    for t, k in todo:
+                        group.create_task(one(t, k, bar_id))
+                todo = [(t, k) for t, k in todo if (t, k) in results and results[(t, k)].is_infra]
+
+        outcome = _outcome(plan, config, results, stopped and not _full(results, config), ran)
+        summarize(config, job_dir, trials_run=ran, started_at=started).write(job_dir / "job_result.json")
+        return outcome
+
+
+def _full(results: dict[tuple[str, int], TrialResult], config: JobConfig) -> bool:
+    return all((t, k) in results for t, k in cells(config))
+
+
+def stop_when_decided(baseline: Grid, tasks: list[str], r: int, policy: Policy = "paper",
+                      alpha: float = 0.05) -> Callable[[Grid], bool]:
+    """A ``stop`` for :func:`run_grid`: yes once curtailment says no completion can change the decision."""
+
+    def stop(grid: Grid) -> bool:
+        return decide(grid, baseline, tasks, r, policy, alpha, curtail=True).decided
+
+    return stop
+
+
+# ------------------------------------------------------------------------------------------------ screening
+@dataclass
+class ScreeningOutcome:
+    outcome: GridOutcome
+    boundaries: list[str]
+    spans: dict[str, int]  # boundary -> spans seen over all screening trials
+    per_trial: dict[str, list[str]]  # trial folder name -> boundaries seen there
+
+    @property
+    def mechanism_ran(self) -> bool:
+        return any(self.spans.values())
+
+    @property
+    def inconclusive(self) -> bool:
+        """Not seen, but some trial was ⊥: the mechanism may simply not have had a chance."""
+        return not self.mechanism_ran and any(r.is_infra for r in self.outcome.results.values())
+
+    @property
+    def passed(self) -> bool:
+        return self.mechanism_ran
+
+    def details(self) -> dict[str, Any]:
+        res = self.outcome.results
+        why = (f"spans of {', '.join(b for b, n in self.spans.items() if n)}" if self.mechanism_ran else
+               "no boundary was named" if not self.boundaries else
+               f"no span of {', '.join(self.boundaries)} in {len(res)} screening trial(s)")
+        return {"boundaries": self.boundaries, "spans": self.spans, "per_trial": self.per_trial,
+                "tasks": sorted({t for t, _ in res}), "inconclusive": self.inconclusive, "reason": why,
+                "trials": {trial_name(t, k): r.status for (t, k), r in sorted(res.items())},
+                "job_dir": str(self.outcome.plan.job_dir)}
+
+
+def boundary_spans(trial_dir: Path, boundaries: list[str]) -> dict[str, int]:
+    """How many spans of each boundary one trial recorded (``monitor.store`` matching: target, qualname or
+    function name)."""
+    trace = TrialTrace.load(trial_dir)
+    return {b: len(trace.spans_of(b)) for b in boundaries}
+
+
+async def screen(plan: GridPlan, book: TrialBook, boundaries: list[str], *, env_factory: EnvFactory | None = None,
+                 progress: bool = False) -> ScreeningOutcome:
+    """Run ``plan`` (normally r=1 on the proposal's tasks) and check that a named boundary has spans."""
+    outcome = await run_grid(plan, book, env_factory=env_factory, progress=progress)
+    total: Counter[str] = Counter({b: 0 for b in boundaries})
+    per_trial: dict[str, list[str]] = {}
+    for tdir in outcome.trial_dirs():
+        seen = boundary_spans(tdir, boundaries) if boundaries else {}
+        total.update(seen)
+        per_trial[tdir.name] = sorted(b for b, n in seen.items() if n)
+    return ScreeningOutcome(outcome, list(boundaries), dict(total), per_trial)
+
+
+def grid_of_job(job_dir: Path) -> tuple[Grid, GridMetrics]:
+    """The grid and metrics of a job folder written by :func:`run_grid` or ``rise eval``."""
+    from trials.job import load_job
+
+    config, results, metrics = load_job(job_dir)
+    grid, _ = grid_from_results(results, config.task_names, config.r)
+    return grid, metrics
