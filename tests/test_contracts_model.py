@@ -297,3 +297,24 @@ def test_repair_loop_fixes_a_static_problem(tmp_path):
 def test_a_candidate_without_a_new_contract_fails(tmp_path):
     report = run_contracts(SEED, SEED, tmp_path / "frozen.json", configs=())
     assert not report.passed and "adds or changes no contract" in report.summary()
+
+
+def test_replies_render_in_both_response_formats():
+    from harness_seed.parsing import parse_response
+
+    reply = Reply(analysis="a <b> & c", plan="p", task_complete=True,
+                  commands=[{"keystrokes": "echo '<x>' > /app/f\n", "duration": 0.5}])
+    for fmt in ("json", "xml"):
+        parsed = parse_response(reply.render(fmt), fmt)
+        assert parsed.error is None, (fmt, parsed.error)
+        assert parsed.task_complete and parsed.analysis == "a <b> & c"
+        assert [(c.keystrokes, c.duration) for c in parsed.commands] == [("echo '<x>' > /app/f\n", 0.5)]
+    assert Reply(text="raw").render("xml") == "raw"
+
+
+def test_frozen_store_objects_on_one_file_keep_each_others_values(tmp_path):
+    a, b = FrozenStore(tmp_path / "f.json"), FrozenStore(tmp_path / "f.json")
+    assert a.put("m/c/e@x", [1], "v0") and b.put("m/c/e@y", [2], "v0")
+    assert not b.put("m/c/e@x", [9], "v1")  # the first frozen value stays
+    assert FrozenStore(tmp_path / "f.json").keys() == ["m/c/e@x", "m/c/e@y"]
+    assert FrozenStore(tmp_path / "f.json").get("m/c/e@x") == [1]

@@ -320,9 +320,16 @@ class Reply(BaseModel):
     def _listify(cls, value: list[str] | str) -> list[str]:
         return [value] if isinstance(value, str) else value
 
-    def render(self) -> str:
+    def render(self, fmt: str = "json") -> str:
+        """The reply text in the harness's response format (``json`` or ``xml``); ``text`` as it is."""
         if self.text is not None:
             return self.text
+        if fmt == "xml":
+            keys = "".join(f'<keystrokes duration="{c.duration:g}">{c.keystrokes}</keystrokes>\n'
+                           for c in self.commands)
+            return (f"<response>\n<analysis>{self.analysis}</analysis>\n<plan>{self.plan}</plan>\n"
+                    f"<commands>\n{keys}</commands>\n<task_complete>{str(self.task_complete).lower()}"
+                    "</task_complete>\n</response>")
         return json.dumps({"analysis": self.analysis, "plan": self.plan,
                            "commands": [c.model_dump() for c in self.commands],
                            "task_complete": self.task_complete})

@@ -145,6 +145,9 @@ class FrozenStore:
 
     def put(self, key: str, values: list[Any], source: str) -> bool:
         """Freeze ``values``; False (nothing written) when the key was already frozen."""
+        if self.path.is_file():  # another store object on the same file may have frozen values since
+            on_disk = json.loads(self.path.read_text()).get("values", {})
+            self._data["values"] = {**on_disk, **self._data["values"]}
         if key in self._data["values"]:
             return False
         self._data["values"][key] = {"values": values, "source": source,

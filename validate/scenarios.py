@@ -67,7 +67,8 @@ def last_user_message(body: dict) -> str:
 class ScriptedModel:
     """Answers chat requests from a case's reply rules (first matching rule with uses left)."""
 
-    def __init__(self, case: Case):
+    def __init__(self, case: Case, fmt: str = "json"):
+        self.fmt = fmt
         self.rules = list(case.replies)
         self.fallback = case.fallback or FALLBACK
         self.max_requests = case.max_requests
@@ -87,7 +88,7 @@ class ScriptedModel:
             return VERIFIER_DUEL_ANSWER
         which, rule = self.pick(last_user_message(body))
         self.answered.append(which)
-        return rule.render()
+        return rule.render(self.fmt)
 
 
 def write_task(spec: TaskSpec, name: str, dest: Path) -> Path:
@@ -207,7 +208,7 @@ async def run_scenario(harness_dir: Path, case: Case, task: TaskSpec, settings: 
     task_dir = write_task(task, case.task, out_dir / "task")
     trial_dir = out_dir / f"{case.task}__r1"
     effective = {**settings, "terminus.max_episodes": case.max_episodes}
-    model = ScriptedModel(case)
+    model = ScriptedModel(case, str(effective.get("terminus.format", "json")))
     agent = agent or harness_agent(Path(harness_dir))
     server = scripted_server_class()(model, model="scripted-contract-model")
     server.start()
