@@ -256,6 +256,8 @@ async def _agent_phase(res: TrialResult, task: Any, agent: AgentSpec, endpoint: 
         return
     res.agent_status, res.agent_error_kind, res.agent_error = outcome.status, outcome.error_kind, outcome.error
     res.episodes, res.cost = outcome.episodes, outcome.cost
+    if endpoint is not None and not res.cost.cost_usd:  # a harness that does not price its tokens
+        res.cost.price(endpoint.price, verifier_endpoint.price if verifier_endpoint else None)
     if outcome.error_kind == "model_unreachable":
         res.traceback = outcome.error if outcome.error and "\n" in outcome.error.strip() else None
         raise _Infra("model_unreachable", _last_line(outcome.error) or "the model server was unreachable")

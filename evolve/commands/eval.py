@@ -76,8 +76,8 @@ def render_metrics(m: GridMetrics, title: str, console: Console = _out) -> None:
         if 1 < k < m.r:
             head.add_row(f"pass@{k} (unbiased)", _fmt(v), "")
     c = m.counts
-    head.add_row("cells pass / fail / unknown", f"{c['cells_passed']} / {c['cells_failed']} / {c['cells_unknown']}",
-                 "")
+    cells = f"{c['cells_passed']} / {c['cells_failed']} / {c['cells_unknown']}"
+    head.add_row("cells pass / fail / unknown", cells, "")
     console.print(head)
     tasks = Table(title="per task")
     for col in ("task", "pass", "fail", "⊥/missing", "rate", "outcome"):
@@ -117,7 +117,7 @@ def _endpoint(agent_kind: str, base_url: str | None, model: str | None, api_key_
         raise RiseError(f"no --base-url given and the bundled server is unavailable: {exc}") from exc
     kwargs = {"port": port} if port else {}
     _err.print(f"no --base-url: starting or reusing the bundled model server ({model or DEFAULT_MODEL})")
-    return ensure_bundled_server(model or DEFAULT_MODEL, **kwargs)
+    return ensure_bundled_server(model or DEFAULT_MODEL, progress=_err.print, **kwargs)
 
 
 async def _cancel_on_sigterm(coro: Any) -> Any:
