@@ -49,7 +49,7 @@ class ExperimentConfig(BaseModel):
     budgets: Budgets = Field(default_factory=Budgets)
 
     @classmethod
-    def load(cls, path: str | Path) -> "ExperimentConfig":
+    def load(cls, path: str | Path) -> ExperimentConfig:
         path = Path(path)
         try:
             data = tomllib.loads(path.read_text())

@@ -13,7 +13,7 @@ import io
 import json
 import os
 import tarfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from .store import Experiment
@@ -42,7 +42,7 @@ def freeze(exp: Experiment, version: str, out: Path) -> dict:
         "experiment": cfg.name,
         "version": version,
         "commit": commit.hexsha,
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "evolved_for": {"model": cfg.endpoint.model, "base_url": cfg.endpoint.base_url},
         "settings": files.get("settings.toml", b"").decode(),
         "files": {p: _sha(d) for p, d in sorted(files.items())},

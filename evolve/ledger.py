@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
@@ -21,7 +21,7 @@ LEDGER_VERSION = 1
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 class _Event(BaseModel):
@@ -103,7 +103,7 @@ class Freeze(_Event):
 
 
 Event = Annotated[
-    Union[RoundStart, CandidateCreated, CheckResult, TrialDone, Screening, Evaluation, Adoption, Rejection, Freeze],
+    RoundStart | CandidateCreated | CheckResult | TrialDone | Screening | Evaluation | Adoption | Rejection | Freeze,
     Field(discriminator="kind"),
 ]
 _adapter: TypeAdapter[Event] = TypeAdapter(Event)

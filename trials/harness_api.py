@@ -17,7 +17,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from .endpoints.spec import EndpointSpec, PriceTable
-from .environments.base import Environment, ExecResult, attach as attach_environment
+from .environments.base import Environment, ExecResult
+from .environments.base import attach as attach_environment
 
 SPEC_VERSION = 1
 
@@ -49,7 +50,7 @@ class TrialSpec(BaseModel):
     refine_context: str | None = Field(default=None, description="Sequential Refine: summary of an attempt")
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "TrialSpec":
+    def load(cls, path: str | os.PathLike) -> TrialSpec:
         return cls.model_validate_json(Path(path).read_text())
 
     def dump(self, path: str | os.PathLike) -> None:
@@ -120,6 +121,16 @@ def __getattr__(name: str):  # lazy: the client pulls in openai
 
 
 __all__ = [
-    "AgentOutcome", "CostLedger", "EndpointSpec", "Environment", "ExecResult", "TrialSpec", "Usage",
-    "attach_environment", "set_episode", "write_json_atomic", "EPISODE", "TRIAL_ID",
+    "EPISODE",
+    "TRIAL_ID",
+    "AgentOutcome",
+    "CostLedger",
+    "EndpointSpec",
+    "Environment",
+    "ExecResult",
+    "TrialSpec",
+    "Usage",
+    "attach_environment",
+    "set_episode",
+    "write_json_atomic",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -13,12 +14,15 @@ from ..freeze import freeze
 from ..store import StoreError, init_experiment, open_experiment
 
 console = Console()
+ExpName = Annotated[str, typer.Argument(help="experiment name (under --runs-dir) or path")]
+RunsDir = Annotated[Path, typer.Option("--runs-dir", help="where experiments live")]
 
 
 def init_cmd(
-    name: str = typer.Argument(..., help="experiment name; creates runs/NAME/"),
-    config: Path = typer.Option(..., "--config", help="experiment TOML: endpoint, tasks (dev/held-out), r, policy"),
-    runs_dir: Path = typer.Option(Path("runs"), help="where experiments live"),
+    name: Annotated[str, typer.Argument(help="experiment name; creates runs/NAME/")],
+    config: Annotated[Path, typer.Option("--config", help="experiment TOML: endpoint, tasks (dev/held-out), r, "
+                                         "policy")],
+    runs_dir: RunsDir = Path("runs"),
 ) -> None:
     """Create an experiment: frozen experiment.toml, ledger, and a harness git repo from the seed (tag v0)."""
     try:
@@ -30,10 +34,10 @@ def init_cmd(
 
 
 def freeze_cmd(
-    name: str = typer.Argument(..., help="experiment name or path"),
-    version: str = typer.Argument(..., help="adopted version tag, e.g. v1"),
-    output: Path = typer.Option(..., "-o", "--output", help="file to write (.rhz)"),
-    runs_dir: Path = typer.Option(Path("runs")),
+    name: ExpName,
+    version: Annotated[str, typer.Argument(help="adopted version tag, e.g. v1")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="file to write (.rhz)")],
+    runs_dir: RunsDir = Path("runs"),
 ) -> None:
     """Freeze an adopted version into one file that `rise eval --agent FILE` runs anywhere."""
     try:
@@ -46,8 +50,8 @@ def freeze_cmd(
 
 
 def status_cmd(
-    name: str = typer.Argument(..., help="experiment name or path"),
-    runs_dir: Path = typer.Option(Path("runs")),
+    name: ExpName,
+    runs_dir: RunsDir = Path("runs"),
 ) -> None:
     """Versions with their evaluations, rounds and decisions recorded in the ledger."""
     try:
