@@ -1,0 +1,27 @@
+"""Suite-wide hooks.
+
+Tests that need a real part (tmux, bubblewrap, Docker, the bundled model) skip with a reason when the part is
+missing. With ``RISE_REQUIRE_PARTS=1`` (set by scripts/test.sh under CI, right after scripts/setup.sh installed
+every part) such a skip is reported as a failure instead, so a broken set-up cannot pass as green.
+A skip whose reason starts with ``optional:`` (e.g. a vLLM-only path) stays a skip.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if os.environ.get("RISE_REQUIRE_PARTS", "0") in ("", "0", "false"):
+        return
+    if report.skipped and call.when in ("setup", "call"):
+        reason = str(report.longrepr[2]) if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        if "optional:" in reason:
+            return
+        report.outcome = "failed"
+        report.longrepr = f"skipped while RISE_REQUIRE_PARTS=1 (a required part is missing): {reason}"
