@@ -121,7 +121,7 @@ class RoundReport:
 class Checks:
     """The check stage's two functions (real ones by default; tests may pass stand-ins).
 
-    ``smoke(dir) -> (passed, details)``; ``contracts(candidate, incumbent, frozen_path, repair, max_repairs,
+    ``smoke(dir, out_dir) -> (passed, details)``; ``contracts(candidate, incumbent, frozen_path, repair, max_repairs,
     out_dir) -> (passed, details)`` (async)."""
 
     smoke: Any = None
@@ -132,11 +132,12 @@ class Checks:
         return cls(_real_smoke, _real_contracts)
 
 
-async def _real_smoke(harness_dir: Path) -> tuple[bool, dict[str, Any]]:
-    from validate.smoke import smoke_check
+async def _real_smoke(harness_dir: Path, out_dir: Path) -> tuple[bool, dict[str, Any]]:
+    from validate.smoke import asmoke_check
 
-    res = await asyncio.to_thread(smoke_check, harness_dir)
-    return bool(res.passed), _plain(res)
+    res = await asmoke_check(harness_dir, out_dir)
+    return res.passed, {"summary": res.summary(), "failures": res.failures(), "trial_dir": res.trial_dir,
+                        "out_dir": str(out_dir)}
 
 
 async def _real_contracts(candidate: Path, incumbent: Path, frozen: Path, repair: Any, max_repairs: int,
@@ -146,15 +147,6 @@ async def _real_contracts(candidate: Path, incumbent: Path, frozen: Path, repair
     rep = await arun_contracts(candidate, incumbent, frozen, repair=repair, max_repairs=max_repairs, out_dir=out_dir)
     return rep.passed, {"summary": rep.summary(), "mechanisms": rep.mechanisms, "repairs": rep.repairs,
                         "failures": [str(f) for f in rep.failures][:50], "out_dir": str(out_dir)}
-
-
-def _plain(obj: Any) -> dict[str, Any]:
-    if hasattr(obj, "model_dump"):
-        return obj.model_dump(mode="json")
-    try:
-        return json.loads(json.dumps(asdict(obj), default=str))
-    except TypeError:
-        return {"repr": repr(obj)}
 
 
 class LedgerBook:
@@ -469,7 +461,7 @@ class Controller:
         for attempt in range(1, self.max_repairs + 3):
             smoke = self.led.find("check_result", key=f"{commit}:smoke")
             if not smoke:
-                passed, details = await self.checks.smoke(wt)
+                passed, details = await self.checks.smoke(wt, self.exp.root / "checks" / commit[:12] / "smoke")
                 smoke = [self.led.append(CheckResult(key=f"{commit}:smoke", commit=commit, stage="smoke",
                                                      passed=passed, details=details, attempt=attempt))]
                 kill_point("smoke")

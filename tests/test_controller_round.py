@@ -1,5 +1,5 @@
 """A whole round with real parts: the seed in an experiment repo, candidate patches on branches, the local
-sandbox with tmux, the scripted model that claims completion too early over real HTTP.
+sandbox with tmux, the real smoke check and contracts, the scripted model that claims completion too early over real HTTP.
 
 The good candidate beats the baseline on a complete grid and is adopted as v1 (tag, versions/v1/, Adoption);
 the harmful one is rejected with its regression listed; a ⊥ cell blocks adoption and the reason says so."""
@@ -13,11 +13,11 @@ import pytest
 from evolve.controller import CandidateInput, Proposal, run_round
 from tests.fakes.openai_server import ScriptedServer
 from tests.test_controller_support import (
+    GOOD,
     GOOD_PROPOSAL,
+    HARMFUL,
     HARMFUL_PROPOSAL,
     early_claimer,
-    good_patch,
-    harmful_patch,
     make_experiment,
     parts_missing,
     standin_checks,
@@ -37,10 +37,8 @@ def server():
 
 def test_good_adopted_harmful_rejected(tmp_path, server):
     exp = make_experiment(tmp_path / "runs", server.base_url)
-    good, bad = good_patch(tmp_path / "good.patch"), harmful_patch(tmp_path / "bad.patch")
-    report = run_round(exp, 1, [CandidateInput("verify", str(good), Proposal.model_validate(GOOD_PROPOSAL)),
-                                CandidateInput("skip", str(bad), Proposal.model_validate(HARMFUL_PROPOSAL))],
-                       checks=standin_checks())
+    report = run_round(exp, 1, [CandidateInput("verify", str(GOOD), Proposal.model_validate(GOOD_PROPOSAL)),
+                                CandidateInput("skip", str(HARMFUL), Proposal.model_validate(HARMFUL_PROPOSAL))])
     by = {c.slug: c for c in report.candidates}
     assert report.adopted == "v1" and by["verify"].status == "adopted" and by["verify"].version == "v1"
     assert by["skip"].status == "rejected" and by["skip"].regressions == ["hello-file"]
@@ -59,7 +57,12 @@ def test_good_adopted_harmful_rejected(tmp_path, server):
         f"{c}:{t}:{k}" for t in ("hello-file", "write-json") for k in (1, 2)}
     # the screening saw the mechanism's spans; the held-out split ran for v0 and v1 and decided nothing
     (scr,) = led.find("screening", commit=c)
-    assert scr.mechanism_ran and scr.details["spans"]["completion:CompletionHandshake.on_reply"] > 0
+    assert scr.mechanism_ran and scr.details["spans"]["completion:VerificationGate.review"] > 0
+    # both passed the real smoke check and their contracts in three configurations
+    checks = {(e.commit, e.stage): e for e in led.find("check_result")}
+    for cand in by.values():
+        assert checks[(cand.commit, "smoke")].passed and checks[(cand.commit, "contracts")].passed
+    assert checks[(c, "contracts")].details["mechanisms"] == ["verify-completion"]
     held = [e for e in led.find("evaluation") if e.metrics.get("purpose") == "heldout"]
     assert [e.commit for e in held] == [exp.commit_of("v0"), c]
     # versions/v1 is the new reference corpus: its evaluation
@@ -72,7 +75,7 @@ def test_good_adopted_harmful_rejected(tmp_path, server):
 
     # running the round again does nothing new
     n = len(led.events)
-    again = run_round(exp, 1, [], checks=standin_checks())
+    again = run_round(exp, 1, [])
     assert again.adopted == "v1" and len(exp.ledger.events) == n
 
 
@@ -82,7 +85,6 @@ def test_infra_cell_blocks_adoption(tmp_path, server):
     from trials.environments.factory import make_environment
 
     exp = make_experiment(tmp_path / "runs", server.base_url, heldout=[])
-    good = good_patch(tmp_path / "good.patch")
     broken = {"on": True}
 
     def factory(kind, task, trial_dir, job_id):
@@ -90,7 +92,7 @@ def test_infra_cell_blocks_adoption(tmp_path, server):
             raise SandboxError("injected: the sandbox could not start")
         return make_environment(kind, task, trial_dir, job_id)
 
-    cand = [CandidateInput("verify", str(good), Proposal.model_validate(GOOD_PROPOSAL))]
+    cand = [CandidateInput("verify", str(GOOD), Proposal.model_validate(GOOD_PROPOSAL))]
     report = run_round(exp, 1, cand, checks=standin_checks(), env_factory=factory)
     (c,) = report.candidates
     assert report.blocked and report.adopted is None and c.status == "blocked"

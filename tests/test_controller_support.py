@@ -1,12 +1,10 @@
 """Shared parts of the controller tests (no tests here): a scripted model that claims completion too early,
-candidate patches made from the seed, an experiment over a few starter tasks, stand-in checks.
+H9's candidate patches, an experiment over a few starter tasks, stand-in checks.
 
 The model: on hello-file it solves at once; on the other tasks its first reply claims the task complete without
 doing anything, and it only does the work when a later user message asks it to verify (the executable
-completion verification mechanism does exactly that). So the seed passes hello-file only, a candidate that asks
-for verification before completing passes everything, and a candidate that drops commands fails everything.
-
-Run as ``python -m tests.test_controller_support round|serve ...`` it is the subprocess of the kill -9 tests.
+completion verification mechanism does exactly that). So the seed passes hello-file only, the verify-completion
+candidate passes everything, and the keystroke-trim candidate (its commands never run) fails everything.
 """
 
 from __future__ import annotations
@@ -14,8 +12,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -52,50 +48,19 @@ def early_claimer(body: dict) -> str:
     later = [m.get("content") or "" for m in msgs if m.get("role") == "user"][1:]
     asked = any(re.search(r"verif", text, re.IGNORECASE) for text in later)
     if task in DIRECT or asked:
-        return _reply(f"SOLVE {task}: doing the work and showing it.", SOLVE[task] + f"cat {MARK[task]}\n", False)
+        line = SOLVE[task].rstrip("\n") + f"; cat {MARK[task]}\n"  # one line: nothing runs without its Enter
+        return _reply(f"SOLVE {task}: doing the work and showing it.", line, False)
     return _reply("The task is already complete.", None, True)
 
 
 # -------------------------------------------------------------------------------------------- candidates
-def _git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout
-
-
-def make_patch(out: Path, edits: dict[str, tuple[str, str]]) -> Path:
-    """A git patch against harness_seed (paths relative to the package) that replaces old by new per file."""
-    work = out.parent / (out.stem + "-src")
-    if work.exists():
-        shutil.rmtree(work)
-    shutil.copytree(SEED, work, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    _git(work, "init", "-q")
-    _git(work, "add", "-A")
-    _git(work, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "seed")
-    for rel, (old, new) in edits.items():
-        p = work / rel
-        text = p.read_text()
-        if old not in text:
-            raise AssertionError(f"{rel}: {old!r} not found; the seed changed")
-        p.write_text(text.replace(old, new, 1))
-    out.write_text(_git(work, "diff"))
-    shutil.rmtree(work)
-    return out
-
-
-def good_patch(out: Path) -> Path:
-    """Stand-in for 'executable completion verification': the confirmation asks for a verifying command."""
-    ask = "Before completing, run a command that verifies the result and show its output.\n\nAre you sure"
-    return make_patch(out, {"prompts/completion_confirm.j2": ("Are you sure", ask)})
-
-
-def harmful_patch(out: Path) -> Path:
-    """A harmful candidate: the loop never sends the model's commands."""
-    return make_patch(out, {"loop.py": ("for cmd in commands:", "for cmd in commands[:0]:")})
-
-
-GOOD_PROPOSAL = {"mechanism": "verify-completion", "tasks": ["write-json"],
-                 "boundaries": ["completion:CompletionHandshake.on_reply"]}
-HARMFUL_PROPOSAL = {"mechanism": "skip-commands", "tasks": ["hello-file"],
-                    "boundaries": ["loop:Agent.execute_commands"]}
+# H9's patches (tests/data/candidates/build.py): executable completion verification, and the harmful
+# keystroke trimming (the trailing Enter goes too, so one-line commands are typed and never run).
+CANDIDATES = REPO / "tests" / "data" / "candidates"
+GOOD = CANDIDATES / "verify-completion.patch"
+HARMFUL = CANDIDATES / "keystroke-trim.patch"
+GOOD_PROPOSAL = {"mechanism": "verify-completion", "tasks": ["write-json"]}
+HARMFUL_PROPOSAL = {"mechanism": "keystroke-trim", "tasks": ["hello-file"]}
 
 
 # -------------------------------------------------------------------------------------------- experiment
@@ -113,7 +78,7 @@ def make_experiment(runs: Path, base_url: str, name: str = "exp", *, r: int = 2,
     return init_experiment(name, cfg, runs_dir=runs)
 
 
-async def pass_smoke(harness_dir: Path) -> tuple[bool, dict[str, Any]]:
+async def pass_smoke(harness_dir: Path, out_dir: Path) -> tuple[bool, dict[str, Any]]:
     return (harness_dir / "main.py").is_file(), {"summary": "stand-in smoke: main.py present"}
 
 
@@ -164,24 +129,3 @@ def ledger_shape(root: Path) -> list[tuple]:
             extra = (norm(e.reason),)
         out.append((e.kind, norm(e.key), *extra))
     return out
-
-
-def _main(argv: list[str]) -> int:
-    """``round RUNS NAME ROUND SLUG=PATCH[=PROPOSAL_JSON]...`` with the stand-in checks (kill -9 tests)."""
-    from evolve.controller import CandidateInput, Proposal, run_round
-    from evolve.store import open_experiment
-
-    cmd, runs, name, rnd, *cands = argv
-    assert cmd == "round"
-    inputs = []
-    for c in cands:
-        slug, patch, *prop = c.split("=", 2)
-        inputs.append(CandidateInput(slug, patch, Proposal.model_validate(json.loads(prop[0]) if prop else {})))
-    report = run_round(open_experiment(name, Path(runs)), int(rnd), inputs, resume=True, checks=standin_checks())
-    print(json.dumps({"adopted": report.adopted, "blocked": report.blocked,
-                      "candidates": [[c.slug, c.status, c.reason] for c in report.candidates]}))
-    return 2 if report.blocked else 0
-
-
-if __name__ == "__main__":
-    sys.exit(_main(sys.argv[1:]))
