@@ -12,13 +12,11 @@ import re
 import sys
 from pathlib import Path
 
-import pytest
-
 from tests.fakes.openai_server import ScriptedServer
 from tests.test_runner_fake_env import REPO, DirEnv, make_task
 from trials.agents import AgentSpec
 from trials.endpoints.spec import EndpointSpec
-from trials.scaling import _read_best, _supports_refine, attempt_digest, best_of_t, sequential_refine
+from trials.scaling import _read_best, attempt_digest, best_of_t, sequential_refine
 
 
 def scripted_agent() -> AgentSpec:
@@ -119,7 +117,6 @@ def test_digest_reads_commands_claim_and_screen(tmp_path):
     assert _read_best("thinking... 3 is bad\nBEST: 2", 3) == 1 and _read_best("no idea", 3) is None
 
 
-@pytest.mark.skipif(not _supports_refine(), reason="trials.runner.run_trial has no refine_context parameter yet")
 async def test_sequential_refine_hands_a_summary_forward_and_counts_runs(tmp_path):
     task = make_task(tmp_path / "tasks")
     settings = {"attempt_modes": {"1": "wrong", "2": "solve"}}
@@ -150,14 +147,6 @@ async def test_sequential_refine_logic_with_a_runner_that_takes_refine_context(t
     ctx = [(tmp_path / "job" / f"t1__r1__t{j}" / "agent" / "refine_context.txt").read_text() for j in (1, 2, 3)]
     assert ctx[0] == "" and "attempt 1" in ctx[1] and "echo 41" in ctx[1] and "echo 42" in ctx[2]
     assert [a.refine_context_chars > 0 for a in out.attempts] == [False, True, True]
-
-
-async def test_sequential_refine_without_runner_support_says_so(tmp_path):
-    if _supports_refine():
-        pytest.skip("run_trial supports refine_context")
-    with pytest.raises(RuntimeError, match="refine_context"):
-        await sequential_refine(make_task(tmp_path / "tasks"), scripted_agent(), None, tmp_path / "job", 2,
-                                env_kind="fake", env_factory=factory)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ in a ``.j2`` beside this file (house rule) once one is assigned.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import logging
 import re
@@ -247,10 +246,6 @@ async def best_of_t(task: Any, agent: Any, endpoint: EndpointSpec | None, out_di
     return out
 
 
-def _supports_refine() -> bool:
-    return "refine_context" in inspect.signature(run_trial).parameters
-
-
 async def sequential_refine(task: Any, agent: Any, endpoint: EndpointSpec | None, out_dir: str | Path,
                             attempts: int = 2, *, env_kind: str = "local", job_id: str | None = None,
                             settings: dict[str, Any] | None = None, verifier_endpoint: EndpointSpec | None = None,
@@ -258,9 +253,6 @@ async def sequential_refine(task: Any, agent: Any, endpoint: EndpointSpec | None
     """Attempt after attempt, each given a summary of the one before; the last attempt's reward counts."""
     if attempts < 1:
         raise ValueError(f"attempts must be at least 1, got {attempts}")
-    if attempts > 1 and not _supports_refine():
-        raise RuntimeError("trials.runner.run_trial takes no refine_context yet: Sequential Refine cannot hand "
-                           "the summary to the next attempt")
     out_dir = Path(out_dir)
     out = ScalingResult(mode="sequential_refine", task_name=task.name, repetition=repetition,
                         attempts_requested=attempts, selector="last")
