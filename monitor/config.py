@@ -119,6 +119,11 @@ class RecordingConfig(BaseModel):
         description="lean: our own span objects (fast); sdk: the OpenTelemetry SDK tracer (slower, but spans "
         "of other OTel-instrumented code nest under ours)",
     )
+    write: Literal["thread", "sync"] = Field(
+        default="thread",
+        description="thread: a writer thread redacts, encodes and appends each span as soon as it ends (off "
+        "the harness's path); sync: before the wrapped call returns (slower; nothing in flight at a SIGKILL)",
+    )
     limits: Limits = Field(default_factory=Limits)
     redact: Redaction = Field(default_factory=Redaction)
     boundary: list[Boundary] = Field(default_factory=list)

@@ -19,7 +19,7 @@ import math
 import os
 import queue
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -185,26 +185,138 @@ def read_jsonl(path: str | Path) -> tuple[list[tuple[dict[str, Any], SpanData]],
 
 
 # ---------------------------------------------------------------------------------------------- sinks
-class JsonLinesSink:
-    """Append each ended span to ``spans.jsonl`` immediately (one ``os.write`` per span, no buffering)."""
+class Captured:
+    """A captured value not yet redacted (redaction runs on the writer thread, off the harness's path)."""
 
-    def __init__(self, path: str | Path, resource: Mapping[str, Any]):
+    __slots__ = ("limit", "text", "total")
+
+    def __init__(self, text: str, limit: int, total: int | None):
+        self.text, self.limit, self.total = text, limit, total
+
+    def final(self, redact: Callable[[str], str] | None) -> str:
+        """Redacted first, then cut: a secret straddling the limit is still recognised whole."""
+        text = redact(self.text) if redact is not None else self.text
+        if len(text) > self.limit:
+            return text[: self.limit] + (f"…[{self.total} chars]" if self.total is not None else "…[cut]")
+        return text
+
+    def __repr__(self) -> str:
+        return f"Captured({self.text[:40]!r}…, limit={self.limit})"
+
+
+def finalize(span: SpanData, redact: Callable[[str], str] | None) -> SpanData:
+    """Turn a span's pending captures into their final, redacted strings (in place)."""
+    attrs = span.attributes
+    args = attrs.get("rise.args")
+    if isinstance(args, dict):
+        attrs["rise.args"] = json.dumps(
+            {k: v.final(redact) if isinstance(v, Captured) else v for k, v in args.items()}, ensure_ascii=False)
+    ret = attrs.get("rise.return")
+    if isinstance(ret, Captured):
+        attrs["rise.return"] = ret.final(redact)
+    return span
+
+
+class _Flush:
+    __slots__ = ("event",)
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+
+
+class JsonLinesSink:
+    """Append ended spans to ``spans.jsonl`` as OTLP-JSON lines.
+
+    ``mode="thread"`` (default): the harness's thread only enqueues the span; a writer thread redacts,
+    encodes and appends it at once (it blocks on the queue, so a span is on disk microseconds to a few
+    milliseconds after it ends — what a SIGKILL can lose is that last instant). ``mode="sync"``: all of it
+    on the caller's thread, one ``os.write`` per span before the wrapped call returns.
+    """
+
+    def __init__(self, path: str | Path, resource: Mapping[str, Any], *,
+                 redact: Callable[[str], str] | None = None, mode: str = "thread"):
+        if mode not in ("thread", "sync"):
+            raise ValueError(f"mode must be 'thread' or 'sync', not {mode!r}")
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self._prefix = request_prefix(resource)
+        self.redact = redact
+        self.mode = mode
         self.forwarders: list[OtlpHttpForwarder] = []
         self.spans_written = 0
+        self.write_errors = 0
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        if mode == "thread":
+            self._thread = threading.Thread(target=self._run, name="rise-spans-writer", daemon=True)
+            self._thread.start()
+        # What a tracer calls for each ended span: in thread mode a bare queue put (one C call).
+        self.submit: Callable[[SpanData], None] = self._queue.put if mode == "thread" else self._write_one
 
     def __call__(self, span: SpanData) -> None:
-        line = self._prefix + encode_span(span) + REQUEST_SUFFIX
-        if self._fd >= 0:
-            os.write(self._fd, line.encode("utf-8", "replace"))
-            self.spans_written += 1
-        for f in self.forwarders:
-            f.add(span)
+        self.submit(span)
 
-    def shutdown(self) -> None:
+    def _write_one(self, span: SpanData) -> None:
+        self._write([span])
+
+    def _line(self, span: SpanData) -> str:
+        return self._prefix + encode_span(finalize(span, self.redact)) + REQUEST_SUFFIX
+
+    def _write(self, spans: list[SpanData]) -> None:
+        if self._fd < 0:
+            return
+        try:
+            data = "".join(self._line(s) for s in spans).encode("utf-8", "replace")
+            os.write(self._fd, data)
+            self.spans_written += len(spans)
+        except Exception as exc:  # noqa: BLE001 - a full disk must not crash the harness
+            self.write_errors += 1
+            if self.write_errors <= 3:
+                log.warning("monitor: could not write spans to %s: %s", self.path, exc)
+            return
+        for f in self.forwarders:
+            for s in spans:
+                f.add(s)
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            batch: list[SpanData] = []
+            stop = False
+            flushes: list[_Flush] = []
+            while True:  # drain what is already there into one write
+                if item is None:
+                    stop = True
+                elif isinstance(item, _Flush):
+                    flushes.append(item)
+                else:
+                    batch.append(item)
+                if len(batch) >= 256:
+                    break
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+            if batch:
+                self._write(batch)
+            for f in flushes:
+                f.event.set()
+            if stop:
+                return
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until every span handed in so far is on disk."""
+        if self._thread is None or not self._thread.is_alive():
+            return True
+        marker = _Flush()
+        self._queue.put(marker)
+        return marker.event.wait(timeout)
+
+    def shutdown(self, timeout: float = 10.0) -> None:
+        if self._thread is not None and self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join(timeout)
         for f in self.forwarders:
             f.shutdown()
         if self._fd >= 0:

@@ -60,17 +60,21 @@ class Monitor:
             "rise.harness_version": spec.harness_version,
             "rise.harness_package": self.package,
             "gen_ai.request.model": spec.endpoint.model,
+            # Phoenix files traces by this resource attribute (its "project"); override with RISE_TRACE_PROJECT
+            "openinference.project.name": os.environ.get("RISE_TRACE_PROJECT", "riseharness"),
         }
         self.spans_path = Path(spans_path) if spans_path else Path(spec.agent_dir) / SPANS_FILENAME
-        self.sink = JsonLinesSink(self.spans_path, self.resource)
+        self.sink = JsonLinesSink(self.spans_path, self.resource, redact=self.redactor.redact,
+                                  mode=self.config.write)
         if otlp_http_configured(env):
             try:
                 self.sink.forwarders.append(OtlpHttpForwarder(self.resource))
             except Exception as exc:  # noqa: BLE001 - a bad collector setting must not cost the trial
                 log.warning("monitor: OTLP/HTTP export disabled: %s", exc)
-        self.tracer = make_tracer(backend or self.config.backend, self.sink, self.resource)
+        self.tracer = make_tracer(backend or self.config.backend, self.sink.submit, self.resource)
         self.instrumentation = Instrumentation(self.package, self.config, self.tracer, self.redactor,
-                                               config_path=self.config_path, default_model=spec.endpoint.model)
+                                               config_path=self.config_path, default_model=spec.endpoint.model,
+                                               defer_redaction=True)
         self._root = None
         self._closed = False
 

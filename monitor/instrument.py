@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import enum
 import functools
 import importlib
 import inspect
@@ -31,16 +32,34 @@ from typing import Any
 from trials.harness_api import EPISODE, TRIAL_ID
 
 from .config import Boundary, RecordingConfig, RecordingConfigError
+from .export import Captured
 from .redact import Redactor
 
 log = logging.getLogger(__name__)
 
-_SLACK = 1024  # redact a little past the limit so a secret cut by truncation is still recognised
+_SLACK = 64  # redact a little past the limit so a secret cut by truncation is still recognised whole
 _MAX_DEPTH = 4
 _ATOMS = (int, float, bool, type(None), complex)
 
 
 # ---------------------------------------------------------------------------------------------- capture
+_FIELDS: dict[type, tuple[str, ...] | None] = {}
+_UNKNOWN = object()
+
+
+def _field_names(cls: type) -> tuple[str, ...] | None:
+    """Field names of a pydantic model or dataclass (cached per class), None for anything else."""
+    pyd = getattr(cls, "__pydantic_fields__", None)
+    if isinstance(pyd, dict):
+        names: tuple[str, ...] | None = tuple(pyd)
+    elif dataclasses.is_dataclass(cls):
+        names = tuple(f.name for f in dataclasses.fields(cls))
+    else:
+        names = None
+    _FIELDS[cls] = names
+    return names
+
+
 def bounded_repr(obj: Any, budget: int, depth: int = 0) -> str:
     """A repr that stops after about ``budget`` characters (never formats a whole 1 MB history)."""
     cls = obj.__class__
@@ -68,9 +87,9 @@ def bounded_repr(obj: Any, budget: int, depth: int = 0) -> str:
             parts.append(piece)
             used += len(piece) + 2
         return opening + ", ".join(parts) + closing
-    fields = getattr(cls, "__pydantic_fields__", None)
-    if fields is None and dataclasses.is_dataclass(obj):
-        fields = {f.name: f for f in dataclasses.fields(obj)}
+    fields = _FIELDS.get(cls, _UNKNOWN)
+    if fields is _UNKNOWN:
+        fields = _field_names(cls)
     if fields is not None:
         parts, used = [], 0
         for name in fields:
@@ -83,6 +102,8 @@ def bounded_repr(obj: Any, budget: int, depth: int = 0) -> str:
         return f"{cls.__name__}({', '.join(parts)})"
     if cls.__repr__ is object.__repr__:
         return f"<{cls.__qualname__}>"
+    if isinstance(obj, enum.Enum):
+        return f"{cls.__name__}.{obj.name}"
     try:
         text = repr(obj)
     except Exception as exc:  # noqa: BLE001 - a broken __repr__ must not break the harness call
@@ -90,17 +111,16 @@ def bounded_repr(obj: Any, budget: int, depth: int = 0) -> str:
     return text[:budget] + ("…" if len(text) > budget else "")
 
 
-def capture(value: Any, limit: int, redact: Callable[[str], str]) -> str:
-    """Text of a value, redacted, then cut to ``limit`` characters with a marker saying how much was cut."""
+def capture_raw(value: Any, limit: int) -> Captured:
+    """The text of a value, bounded but not yet redacted nor cut (see :class:`monitor.export.Captured`)."""
     if value.__class__ is str:
-        total, text = len(value), value[: limit + _SLACK]
-    else:
-        text = bounded_repr(value, limit + _SLACK)
-        total = None
-    text = redact(text)
-    if len(text) > limit:
-        return text[:limit] + (f"…[{total} chars]" if total is not None else "…[cut]")
-    return text
+        return Captured(value[: limit + _SLACK], limit, len(value))
+    return Captured(bounded_repr(value, limit + _SLACK), limit, None)
+
+
+def capture(value: Any, limit: int, redact: Callable[[str], str] | None) -> str:
+    """Text of a value, redacted, then cut to ``limit`` characters with a marker saying how much was cut."""
+    return capture_raw(value, limit).final(redact)
 
 
 # ---------------------------------------------------------------------------------------------- sites
@@ -129,11 +149,15 @@ class Instrumentation:
     """Apply (and undo) a recording config to an imported harness package."""
 
     def __init__(self, package: str, config: RecordingConfig, tracer, redactor: Redactor | None = None, *,
-                 config_path: str | Path | None = None, default_model: str | None = None):
+                 config_path: str | Path | None = None, default_model: str | None = None,
+                 defer_redaction: bool = False):
         self.package, self.config, self.tracer = package, config, tracer
         self.redactor = redactor or Redactor(patterns=config.redact.patterns, env_names=config.redact.env_names)
         self.config_path = config_path
         self.default_model = default_model
+        # Deferred: spans carry Captured values that the sink's writer thread redacts (lean backend only;
+        # SDK spans need final attribute values).
+        self.defer = defer_redaction and getattr(tracer, "backend", "") == "lean"
         self.active = True
         self.terminating = False  # set by monitor.host on SIGTERM: cancellations are then the kill
         self.patches: list[Patch] = []
@@ -317,10 +341,14 @@ class Instrumentation:
                 if kwargs:
                     named.update(kwargs)
                 if b.capture_args:
-                    redact, limit, skip = self.redactor.redact, site.arg_limit, site.skip
-                    attrs["rise.args"] = json.dumps(
-                        {k: capture(v, limit, redact) for k, v in named.items() if k not in skip},
-                        ensure_ascii=False)
+                    limit, skip = site.arg_limit, site.skip
+                    if self.defer:
+                        attrs["rise.args"] = {k: capture_raw(v, limit) for k, v in named.items() if k not in skip}
+                    else:
+                        redact = self.redactor.redact
+                        attrs["rise.args"] = json.dumps(
+                            {k: capture(v, limit, redact) for k, v in named.items() if k not in skip},
+                            ensure_ascii=False)
                 if b.genai:
                     self._genai_request(site, named, attrs)
             return self.tracer.start(site.target, attrs)
@@ -334,7 +362,8 @@ class Instrumentation:
         try:
             extra: dict[str, Any] = {}
             if site.boundary.capture_return:
-                extra["rise.return"] = capture(result, site.return_limit, self.redactor.redact)
+                extra["rise.return"] = (capture_raw(result, site.return_limit) if self.defer
+                                        else capture(result, site.return_limit, self.redactor.redact))
             if site.boundary.genai:
                 self._genai_response(result, extra)
             self.tracer.finish(handle, extra)

@@ -18,7 +18,7 @@ LABEL_WIDTH = 14
 
 
 def _clip(text: str, max_lines: int | None, width: int | None) -> list[str]:
-    lines = text.splitlines() or [""]
+    lines = text.rstrip().splitlines() or [""]  # a pane capture ends in blank rows
     out = []
     for line in lines if max_lines is None else lines[:max_lines]:
         out.append(line if width is None or len(line) <= width else line[: width - 1] + "…")
@@ -93,6 +93,12 @@ def _first_arg(span: Span) -> str:
     return next(iter(args.values()), "") if args else ""
 
 
+def _capture_text(span: Span) -> str:
+    """A capture's text, tagged with what was captured (the whole scrollback or the visible screen)."""
+    entire = span.args.get("entire") in ("True", "true", "1")
+    return f"[{'scrollback' if entire else 'screen'}] " + (span.result or "")
+
+
 def _span_actions(spans: list[Span]) -> list[str]:
     return [f"(parser) {s.result}" for s in spans if s.stage == "parse" and s.result]
 
@@ -124,7 +130,7 @@ def render_steps(trace: TrialTrace, *, max_lines: int | None = 6, width: int | N
         out += _block("model asked", actions if actions is not None else _span_actions(spans), max_lines, width)
         out += _block("dispatched", [_visible(_first_arg(s)) for s in spans if s.stage == "dispatch"],
                       max_lines, width)
-        out += _block("came back", [s.result or "" for s in spans if s.stage == "capture"], max_lines, width)
+        out += _block("came back", [_capture_text(s) for s in spans if s.stage == "capture"], max_lines, width)
         shown = step_observation(step)
         if shown is None:
             shown_items = [s.result or "" for s in spans if s.stage == "observation"]

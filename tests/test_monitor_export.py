@@ -131,3 +131,20 @@ def test_live_forwarder_by_otel_env(tmp_path, monkeypatch):
     assert fwd.sent == 2 and fwd.failed == 0
     assert sum(len(ss.spans) for _, _, r in _Collector.received for rs in r.resource_spans
                for ss in rs.scope_spans) == 2
+
+
+def test_thread_sink_redacts_captures_and_flushes(tmp_path):
+    from monitor.export import Captured
+    from monitor.redact import Redactor
+
+    key = "sk-threadSINKkey0123456789abc"
+    sink = JsonLinesSink(tmp_path / "spans.jsonl", RESOURCE, redact=Redactor({"X_KEY": key}).redact)
+    span = SpanData(1, 2, None, "f", 1, 2, {"rise.args": {"a": Captured(f"use {key} " + "z" * 50, 20, 80)},
+                                           "rise.return": Captured("short", 100, 5)})
+    sink.submit(span)
+    assert sink.flush()
+    (item,) = [s for _, s in read_jsonl(tmp_path / "spans.jsonl")[0]]
+    assert json.loads(item.attributes["rise.args"]) == {"a": "use [REDACTED] zzzzz…[80 chars]"}
+    assert item.attributes["rise.return"] == "short"
+    sink.shutdown()
+    assert key not in (tmp_path / "spans.jsonl").read_text()

@@ -51,3 +51,19 @@ def test_scan_for_leaks(tmp_path):
     (tmp_path / "a" / "x.json").write_text(f'{{"k": "{KEY}"}}')
     (tmp_path / "clean.txt").write_text("nothing")
     assert scan_for_leaks(tmp_path, [KEY]) == {"a/x.json": ["sk-p…"]}
+
+
+def test_key_value_forms_and_no_false_positives():
+    r = Redactor({})
+    for text, secret in [("aws_access_key_id=AKIAABCDEFGHIJKLMNOP", "AKIAABCD"),
+                         ("ASIAABCDEFGHIJKLMNOP", "ASIAABCD"), ("apikey: zzzzzzzzzz", "zzzzzz"),
+                         ('"access-key": "qqqqqqqqqq"', "qqqqqq"), ("password=correcthorse", "correcthorse"),
+                         ("client_secret: s3cr3tvalue", "s3cr3tvalue"), ("xoxb-1234567890-abcdef", "xoxb-123")]:
+        assert secret not in r.redact(text), text
+    reply = '{"commands": [{"keystrokes": "printf hello > /app/x\\n"}], "max_tokens=100": 1, "token_count": 5}'
+    assert r.redact(reply) == reply
+
+
+def test_a_secret_cut_at_the_end_of_a_capture_is_not_shown():
+    r = Redactor({"MY_TOKEN": "tok-abcdefghijklmnopqrstuvwxyz"})
+    assert r.redact("header tok-abcdefghij") == "header [REDACTED]"
