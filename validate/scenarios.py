@@ -16,11 +16,8 @@ The run is then read into one JSON *document* that expectations are evaluated on
 from __future__ import annotations
 
 import asyncio
-import importlib
-import importlib.util
 import json
 import logging
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,19 +36,10 @@ CRASH_KINDS = {"crash", "agent_timeout", "terminated"}
 
 
 def scripted_server_class() -> type:
-    """``ScriptedServer`` from ``tests/fakes`` (the project's scripted OpenAI-compatible server). The tests
-    folder is not an installed package, so outside pytest it is loaded from the project checkout."""
-    try:
-        return importlib.import_module("tests.fakes.openai_server").ScriptedServer
-    except ImportError:
-        path = Path(__file__).resolve().parents[1] / "tests" / "fakes" / "openai_server.py"
-        if not path.is_file():
-            raise RuntimeError(f"the scripted model server is not available ({path} is missing)") from None
-        spec = importlib.util.spec_from_file_location("rise_scripted_openai_server", path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module  # dataclasses need the module registered
-        spec.loader.exec_module(module)
-        return module.ScriptedServer
+    """The project's scripted OpenAI-compatible server class."""
+    from trials.endpoints.scripted import ScriptedServer
+
+    return ScriptedServer
 
 
 def last_user_message(body: dict) -> str:
