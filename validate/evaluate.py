@@ -28,7 +28,7 @@ import logging
 import os
 import signal
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -124,7 +124,7 @@ class GridOutcome:
     """A grid as far as it ran."""
 
     plan: GridPlan
-    grid: Grid
+    grid: Grid  # decision shape (see decision_grid)
     metrics: GridMetrics
     results: dict[tuple[str, int], TrialResult]
     stopped_early: bool = False
@@ -148,10 +148,22 @@ def _check_config(config: JobConfig, job_dir: Path) -> None:
     config.write(path)
 
 
+def decision_grid(results: Iterable[TrialResult], tasks: Iterable[str], r: int) -> Grid:
+    """The grid in ``validate.adoption``'s shape: a cell not run yet is *absent*, a ⊥ cell is ``None``.
+    Repetitions are exchangeable for both policies (they count passes per task), so the cells that ran are
+    listed in repetition order without the holes a resumed grid can have."""
+    by: dict[str, dict[int, bool | None]] = {t: {} for t in tasks}
+    for res in results:
+        if res.task_name in by and 1 <= res.repetition <= r:
+            by[res.task_name][res.repetition] = None if res.is_infra else res.status == "passed"
+    return {t: [cells[k] for k in sorted(cells)] for t, cells in by.items()}
+
+
 def _outcome(plan: GridPlan, config: JobConfig, results: dict[tuple[str, int], TrialResult], stopped: bool,
              ran: int) -> GridOutcome:
-    grid, reasons = grid_from_results(results.values(), config.task_names, config.r)
-    return GridOutcome(plan, grid, compute_metrics(grid, config.r, reasons), results, stopped, ran)
+    padded, reasons = grid_from_results(results.values(), config.task_names, config.r)
+    grid = decision_grid(results.values(), config.task_names, config.r)
+    return GridOutcome(plan, grid, compute_metrics(padded, config.r, reasons), results, stopped, ran)
 
 
 async def run_grid(plan: GridPlan, book: TrialBook, *, stop: Callable[[Grid], bool] | None = None,
@@ -301,9 +313,8 @@ async def screen(plan: GridPlan, book: TrialBook, boundaries: list[str], *, env_
 
 
 def grid_of_job(job_dir: Path) -> tuple[Grid, GridMetrics]:
-    """The grid and metrics of a job folder written by :func:`run_grid` or ``rise eval``."""
+    """The decision-shaped grid and metrics of a job folder written by :func:`run_grid` or ``rise eval``."""
     from trials.job import load_job
 
     config, results, metrics = load_job(job_dir)
-    grid, _ = grid_from_results(results, config.task_names, config.r)
-    return grid, metrics
+    return decision_grid(results, config.task_names, config.r), metrics
