@@ -134,7 +134,7 @@ class ContextManager:
                                   "trial_id": api.TRIAL_ID.get(), "episode": api.EPISODE.get(),
                                   "started": time.time(), "messages": messages}
         try:
-            reply = await self.caller.call(messages)
+            reply = await self.caller.call(messages, free_text=True)
         except Exception as exc:
             record["error"] = f"{type(exc).__name__}: {exc}"
             raise

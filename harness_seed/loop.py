@@ -37,6 +37,8 @@ class Agent:
         self.agent_dir = Path(agent_dir)
         self.cost = api.CostLedger()
         self.caller = model_call.ModelCaller(client, settings.model, self.cost, sleep=sleep)
+        if self.fmt != "json":
+            self.caller.response_format = None  # the JSON schema constrains JSON-format replies only
         self.session = tmux.TmuxSession(env, settings.tmux, sleep=sleep)
         self.context = context.ContextManager(self.caller, client, settings.context, self.agent_dir,
                                               instruction, screen=self.session.capture)

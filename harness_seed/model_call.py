@@ -10,13 +10,17 @@ its tokens to the generator part of the cost ledger.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import trials.harness_api as api
+
+SCHEMA_FILE = Path(__file__).with_name("response_schema.json")
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +48,10 @@ class ModelCaller:
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep):
         self.client, self.s, self.cost, self._sleep = client, settings, cost, sleep
         self.request_log: list[dict[str, Any]] = []  # one entry per HTTP attempt, for the trajectory
+        self.response_format: dict | None = None
+        if getattr(settings, "json_schema", False):  # a grammar for small models (off in the reference)
+            self.response_format = {"type": "json_schema", "json_schema": {
+                "name": "terminus_response", "schema": json.loads(SCHEMA_FILE.read_text())}}
 
     def retry_wait(self, failed_attempt: int) -> float:
         """Seconds to wait after the ``failed_attempt``-th (1-based) failure."""
@@ -71,11 +79,13 @@ class ModelCaller:
                                      "error": None})
             return result
 
-    async def call(self, messages: list[dict]) -> ModelReply:
+    async def call(self, messages: list[dict], free_text: bool = False) -> ModelReply:
         """One chat completion of ``messages`` (with retries). Adds its usage to ``cost.generator`` and its
-        output tokens to ``cost.parallel_output_tokens`` (a single call is its own critical path)."""
+        output tokens to ``cost.parallel_output_tokens`` (a single call is its own critical path).
+        ``free_text`` lifts the ``json_schema`` constraint (summaries are prose)."""
         result = await self._with_retries("call", lambda: self.client.chat(
-            messages, temperature=self.s.temperature, max_tokens=self.s.max_tokens))
+            messages, temperature=self.s.temperature, max_tokens=self.s.max_tokens,
+            response_format=None if free_text else self.response_format))
         choice = result.choices[0]
         self.cost.generator.add(result.input_tokens, result.output_tokens)
         self.cost.parallel_output_tokens += result.output_tokens
@@ -92,7 +102,8 @@ class ModelCaller:
         text length (``extra["output_tokens_estimated"]``), so the shares add up to the reported total.
         """
         result = await self._with_retries("sample", lambda: self.client.chat(
-            messages, n=n, temperature=temperature, max_tokens=self.s.max_tokens))
+            messages, n=n, temperature=temperature, max_tokens=self.s.max_tokens,
+            response_format=self.response_format))
         self.cost.generator.add(result.input_tokens, result.output_tokens, calls=result.requests)
         lengths = [max(len(c.text), 1) for c in result.choices]
         shares = [result.output_tokens * length // sum(lengths) for length in lengths]

@@ -63,6 +63,7 @@ class ContextSettings(_Section):
 class ModelSettings(_Section):
     temperature: float | None = None
     max_tokens: int | None = Field(default=None, ge=1)
+    json_schema: bool = False
     max_attempts: int = Field(default=3, ge=1)
     retry_wait_min_sec: float = Field(default=4.0, ge=0)
     retry_wait_max_sec: float = Field(default=15.0, ge=0)

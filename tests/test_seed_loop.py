@@ -333,3 +333,17 @@ async def test_each_xml_parser_message_reaches_the_model(tmp_path, text, kind, e
     assert nxt.startswith(head) and expected in nxt, nxt
     if kind == "error":
         assert nxt.endswith("provide a proper XML response.")
+
+
+async def test_json_schema_setting_constrains_replies_but_not_summaries(tmp_path):
+    _, srv, status = await run_agent([DONE, DONE], tmp_path, **{"model.json_schema": True})
+    assert status == "completed"
+    fmt = srv.requests[0]["response_format"]
+    assert fmt["type"] == "json_schema" and fmt["json_schema"]["schema"]["required"][0] == "analysis"
+    _, srv, _ = await run_agent([DONE, DONE], tmp_path / "plain")
+    assert "response_format" not in srv.requests[0]  # the reference sends no constraint
+    log: list = []
+    await run_agent(summarizing_responder(4, log), tmp_path / "sum", server_kw={"context_limit": 6500},
+                    **{"context.proactive_free_tokens": 0, "model.json_schema": True})
+    assert all("response_format" not in body for kind, body in log if kind != "main")
+    assert all("response_format" in body for kind, body in log if kind == "main")
