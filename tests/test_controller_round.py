@@ -109,3 +109,24 @@ def test_infra_cell_blocks_adoption(tmp_path, server):
     assert report.adopted == "v1"
     new = [e.key for e in exp.ledger.find("trial_done") if e.status != "infra" and e.key not in done_before]
     assert new == [f"{c.commit}:write-json:2"]
+
+
+def test_sequential_stopping_decides_early_and_completes_the_adopted_grid(tmp_path, server):
+    """With curtailment the harmful candidate is rejected after 2 of its 4 evaluation trials; the good one is
+    decided after 3 and its grid completed at publication, since it becomes v1's reference corpus."""
+    exp = make_experiment(tmp_path / "runs", server.base_url, sequential=True, heldout=[])
+    report = run_round(exp, 1, [CandidateInput("verify", str(GOOD), Proposal.model_validate(GOOD_PROPOSAL)),
+                                CandidateInput("skip", str(HARMFUL), Proposal.model_validate(HARMFUL_PROPOSAL))],
+                       checks=standin_checks())
+    by = {c.slug: c for c in report.candidates}
+    assert report.adopted == "v1" and by["skip"].status == "rejected"
+    assert "curtailment" in by["skip"].reason
+    led = exp.ledger
+    evals = {e.key: e for e in led.find("evaluation")}
+    good, bad = by["verify"].commit, by["skip"].commit
+    assert evals[f"{bad}:evaluation"].metrics["curtailed"] and not evals[f"{bad}:evaluation"].complete
+    assert len(led.find("trial_done", commit=bad, purpose="evaluation")) == 2
+    assert evals[f"{good}:evaluation"].metrics["curtailed"] and evals[f"{good}:evaluation"].metrics[
+        "observed_cells"] == 3
+    assert evals[f"{good}:reference"].complete and evals[f"{good}:reference"].metrics["pass_at_1"] == 1.0
+    assert len(led.find("trial_done", commit=good, purpose="evaluation")) == 4
