@@ -130,3 +130,19 @@ def test_sequential_stopping_decides_early_and_completes_the_adopted_grid(tmp_pa
         "observed_cells"] == 3
     assert evals[f"{good}:reference"].complete and evals[f"{good}:reference"].metrics["pass_at_1"] == 1.0
     assert len(led.find("trial_done", commit=good, purpose="evaluation")) == 4
+
+
+def test_fresh_control_baseline(tmp_path, server):
+    """adoption.baseline = "control": the incumbent runs afresh in the round (no v0 reference corpus) and the
+    candidate is decided against that grid."""
+    exp = make_experiment(tmp_path / "runs", server.base_url, baseline="control", heldout=[])
+    report = run_round(exp, 1, [CandidateInput("verify", str(GOOD), Proposal.model_validate(GOOD_PROPOSAL))],
+                       checks=standin_checks())
+    assert report.adopted == "v1"
+    led = exp.ledger
+    v0 = exp.commit_of("v0")
+    (control,) = [e for e in led.find("evaluation") if e.metrics.get("purpose") == "control"]
+    assert control.key == f"{v0}:control:r01" and control.complete and control.metrics["pass_at_1"] == 0.5
+    assert not led.done(f"{v0}:reference") and (exp.root / "rounds" / "r01" / "control" / "job_result.json").is_file()
+    (adoption,) = led.find("adoption")
+    assert adoption.decision["baseline_pass1"] == 0.5

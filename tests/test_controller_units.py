@@ -1,0 +1,75 @@
+"""Controller pieces without trials: patch strip level, settings switch edits, ledger booking keys, round
+numbering and the resume guard, the CLI's errors."""
+
+from __future__ import annotations
+
+import tomllib
+
+import pytest
+from typer.testing import CliRunner
+
+from evolve.cli import app
+from evolve.controller import ControllerError, LedgerBook, patch_strip, run_round, set_toml_value
+from evolve.ledger import Ledger, RoundStart
+from tests.test_controller_support import GOOD, HARMFUL, make_experiment
+from trials.results import TrialResult
+
+
+def test_patch_strip_level(tmp_path):
+    assert patch_strip(GOOD) == 1 and patch_strip(HARMFUL) == 1
+    p = tmp_path / "x.patch"
+    p.write_text("diff --git a/harness_seed/loop.py b/harness_seed/loop.py\n--- a/harness_seed/loop.py\n"
+                 "+++ b/harness_seed/loop.py\n@@ -1 +1 @@\n-a\n+b\n")
+    assert patch_strip(p) == 2
+
+
+def test_set_toml_value_keeps_comments_and_refuses_nothing_silently(tmp_path):
+    p = tmp_path / "settings.toml"
+    p.write_text("[completion]\nverify_before_complete = false   # the switch\n\n[tmux]\nwidth = 160\n")
+    assert set_toml_value(p, "completion.verify_before_complete", True)
+    assert "verify_before_complete = true   # the switch" in p.read_text()
+    assert not set_toml_value(p, "completion.verify_before_complete", True)  # already on
+    assert not set_toml_value(p, "completion.absent", True)  # no such key: nothing written
+    assert set_toml_value(p, "tmux.width", 80) and tomllib.loads(p.read_text())["tmux"]["width"] == 80
+
+
+def test_ledger_book_keys(tmp_path):
+    led = Ledger(tmp_path / "ledger.jsonl")
+    book = LedgerBook(led, tmp_path, "c0ffee", "c0ffee", "evaluation")
+
+    def res(status):
+        return TrialResult(trial_name="t__r1", run_id="x", task_name="t", repetition=1, status=status)
+
+    book.record(res("infra"), tmp_path / "t__r1")
+    book.record(res("infra"), tmp_path / "t__r1")
+    assert not book.finished("t", 1)
+    book.record(res("passed"), tmp_path / "t__r1")
+    assert book.finished("t", 1)
+    assert [e.key for e in led.events] == ["c0ffee:t:1:infra1", "c0ffee:t:1:infra2", "c0ffee:t:1"]
+    assert led.events[-1].trial_dir == "t__r1" and led.events[-1].purpose == "evaluation"
+    control = LedgerBook(led, tmp_path, "c0ffee", "c0ffee:control:r01", "control")
+    assert control.purpose == "reference"
+
+
+def test_round_numbers_and_resume_guard(tmp_path):
+    exp = make_experiment(tmp_path / "runs", "http://127.0.0.1:9/v1")
+    with pytest.raises(ControllerError, match="next round .* is 1, not 2"):
+        run_round(exp, 2, [("x", str(GOOD))])
+    with pytest.raises(ControllerError, match="no candidates"):
+        run_round(exp, 1, [])
+    exp.ledger.append(RoundStart(key="r01:start", round=1, incumbent="v0"))
+    with pytest.raises(ControllerError, match="has started already; pass --resume"):
+        run_round(exp, 1, [("x", str(GOOD))], resume=False)
+
+
+def test_cli_errors(tmp_path):
+    runner = CliRunner()
+    res = runner.invoke(app, ["round", "nope", "--runs-dir", str(tmp_path), "--candidate", f"x={GOOD}"])
+    assert res.exit_code == 1 and "no experiment" in res.output
+    make_experiment(tmp_path / "runs", "http://127.0.0.1:9/v1")
+    res = runner.invoke(app, ["round", "exp", "--runs-dir", str(tmp_path / "runs"), "--candidate", "bad"])
+    assert res.exit_code != 0 and "SLUG=VALUE" in res.output
+    res = runner.invoke(app, ["round", "--help"])
+    assert res.exit_code == 0 and "--resume" in res.output
+    res = runner.invoke(app, ["reference", "--help"])
+    assert res.exit_code == 0 and "reference corpus" in res.output
