@@ -146,3 +146,37 @@ def test_fresh_control_baseline(tmp_path, server):
     assert not led.done(f"{v0}:reference") and (exp.root / "rounds" / "r01" / "control" / "job_result.json").is_file()
     (adoption,) = led.find("adoption")
     assert adoption.decision["baseline_pass1"] == 0.5
+
+
+def test_repair_commits_and_checks_the_repaired_commit(tmp_path, server):
+    """A contracts check whose repair hook changed the worktree: the repaired code is committed, smoke-checked
+    again and carried on under the new commit; a proposal naming a boundary that never runs fails screening."""
+    from evolve.controller import Checks
+    from tests.test_controller_support import pass_smoke
+
+    async def contracts(candidate, incumbent, frozen, repair, max_repairs, out_dir):
+        assert repair(candidate, ["case x failed"]) and max_repairs == 2
+        return True, {"summary": "passed after one repair", "repairs": 1}
+
+    def repair(candidate, failures):
+        (candidate / "REPAIRED.md").write_text("fixed: " + "; ".join(failures) + "\n")
+        return True
+
+    exp = make_experiment(tmp_path / "runs", server.base_url, heldout=[])
+    prop = Proposal(tasks=["write-json"], boundaries=["completion:NoSuch.thing"])
+    report = run_round(exp, 1, [CandidateInput("verify", str(GOOD), prop)], checks=Checks(pass_smoke, contracts),
+                       repair=repair)
+    (c,) = report.candidates
+    assert c.status == "rejected" and "screening: the mechanism did not run" in c.reason
+    led = exp.ledger
+    (created,) = led.find("candidate_created")
+    first, second = created.commit, c.commit
+    assert first != second and exp.repo.commit(second).parents[0].hexsha == first
+    assert "REPAIRED.md" in [b.path for b in exp.repo.commit(second).tree.blobs]
+    keys = [e.key for e in led.events if e.kind in ("check_result", "screening", "rejection")]
+    assert keys == [f"{first}:smoke", f"{first}:contracts", f"{second}:contracts", f"{second}:smoke",
+                    f"{second}:screening", f"{second}:decision"]
+    assert led.find("check_result", key=f"{first}:contracts")[0].details["repaired_to"] == second
+    n = len(led.events)
+    assert run_round(exp, 1, [], checks=Checks(pass_smoke, contracts), repair=repair).candidates[0].commit == second
+    assert len(exp.ledger.events) == n
