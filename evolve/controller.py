@@ -18,10 +18,19 @@ adoption per round: later candidates were branched from the same incumbent); its
 ``versions/v(t+1)/`` points at its evaluation as the new reference corpus; ledger ``Adoption``. Every other
 candidate gets a ``Rejection`` with its reason and the stable-pass regressions listed.
 
-Every step is a keyed ledger event (keys in the module's ``_key_*`` helpers' docstrings below), written after
-its work is durable, so ``--resume`` after ``kill -9`` skips what is finished and redoes only the unit in flight.
-A ⊥ cell in an evaluation blocks the decision (``Rejection`` keyed ``<commit>:blocked:<n>`` with the reason,
-not final); the round is then not published until a resume reruns those cells.
+Every step is a keyed ledger event, written after its work is durable, so ``--resume`` after ``kill -9`` skips
+what is finished and redoes only the unit in flight. Keys (C = candidate commit, I = incumbent commit):
+
+    rNN:start  rNN:<slug>:created  C:smoke  C:contracts  C:screening:<task>:<rep>  C:screening
+    C:<task>:<rep> (evaluation trials)  C:evaluation  C:decision (final Rejection)  C:adoption
+    C:heldout:<task>:<rep>  C:heldout  C:reference (the adopted grid as reference corpus)
+    I:reference:<task>:<rep>  I:reference (v0's reference runs)  I:control:rNN:<task>:<rep>  I:control:rNN
+    <trial key>:infra<n> (a ⊥ attempt)  C:blocked:<n> (a non-final Rejection: ⊥ cells block the decision)
+
+A repaired candidate: ``C:contracts`` holds ``details.repaired_to = C2`` and the work goes on under C2.
+A ⊥ cell in an evaluation blocks the decision (the blocked Rejection gives the reason); the round is not
+published until a resume reruns those cells. ``Evaluation.metrics["purpose"]`` says which grid an Evaluation
+is (evaluation, reference, heldout, control).
 """
 
 from __future__ import annotations

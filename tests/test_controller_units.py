@@ -73,3 +73,34 @@ def test_cli_errors(tmp_path):
     assert res.exit_code == 0 and "--resume" in res.output
     res = runner.invoke(app, ["reference", "--help"])
     assert res.exit_code == 0 and "reference corpus" in res.output
+
+
+def test_create_is_idempotent_across_kills_and_takes_branches(tmp_path):
+    import git
+
+    from evolve.controller import CandidateInput, Controller
+
+    exp = make_experiment(tmp_path / "runs", "http://127.0.0.1:9/v1")
+    ctl = Controller(exp)
+    commit, wt = ctl.create(1, "v0", CandidateInput("verify", str(GOOD)))
+    repo = git.Repo(wt)
+    assert repo.head.commit.hexsha == commit and not repo.is_dirty(untracked_files=True)
+    assert "verify_before_complete = true" in (wt / "settings.toml").read_text()
+    (created,) = exp.ledger.find("candidate_created")
+    assert created.proposal["source"] == str(GOOD) and created.branch == "cand/r01-verify"
+
+    # a kill after the commit but before the event: the next run finds its own commit, commits nothing new
+    (exp.root / "ledger.jsonl").write_text("")
+    again, _ = Controller(exp).create(1, "v0", CandidateInput("verify", str(GOOD)))
+    assert again == commit and len(list(repo.iter_commits())) == 2
+    # a kill halfway through applying: the worktree is reset to the incumbent and the patch applied afresh
+    (exp.root / "ledger.jsonl").write_text("")
+    repo.git.reset("--hard", exp.commit_of("v0"))
+    (wt / "completion.py").write_text("half")
+    third, _ = Controller(exp).create(1, "v0", CandidateInput("verify", str(GOOD)))
+    assert git.Repo(wt).head.commit.tree.hexsha == exp.repo.commit(commit).tree.hexsha
+
+    # a branch of the harness repo as the source
+    exp.repo.git.branch("mine", third)
+    c4, _ = Controller(exp).create(1, "v0", CandidateInput("other", "mine"))
+    assert c4 == third and "cand/r01-other" in [h.name for h in exp.repo.heads]
