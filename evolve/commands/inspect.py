@@ -1,0 +1,71 @@
+"""`rise show NAME vN` (what a version or candidate changed and did) and `rise report NAME` (static HTML)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from ..store import StoreError, open_experiment
+
+_out = Console(highlight=False, soft_wrap=True)
+_err = Console(stderr=True, highlight=False)
+
+
+def show_cmd(
+    name: Annotated[str, typer.Argument(help="experiment name or path")],
+    version: Annotated[str, typer.Argument(help="adopted version (v1) or candidate branch (cand/r01-x, r01-x)")],
+    runs_dir: Annotated[Path, typer.Option(help="where experiments live")] = Path("runs"),
+    code: Annotated[bool, typer.Option("--code/--no-code", help="print the code diff too")] = True,
+    json_out: Annotated[Path | None, typer.Option("--json", help="also write the view as JSON")] = None,
+) -> None:
+    """The adopted diff, the Handbook diff, settings changed, and the evaluation against the parent task by task."""
+    from ..show import ShowError, render_text, version_view
+
+    try:
+        view = version_view(open_experiment(name, runs_dir), version)
+    except (StoreError, ShowError) as exc:
+        _err.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(1) from None
+    _out.out(render_text(view, code=code), end="")
+    if json_out:
+        data = {
+            "label": view.label, "commit": view.commit, "parent": view.parent, "parent_commit": view.parent_commit,
+            "kind": view.kind, "round": view.round, "slug": view.slug, "status": view.status, "reason": view.reason,
+            "decision": view.decision, "files": [asdict(f) for f in view.files],
+            "settings": [{"key": s.key, "kind": s.kind, "old": None if s.kind == "added" else s.old,
+                          "new": None if s.kind == "removed" else s.new} for s in view.settings],
+            "handbook": view.handbook.summary() if view.handbook is not None else view.handbook_note,
+            "evaluation": view.evaluation.metrics.model_dump(mode="json") if view.evaluation else None,
+            "baseline": view.baseline.label if view.baseline else None,
+            "comparison": view.comparison.model_dump(mode="json") if view.comparison else None,
+            "heldout": view.heldout.metrics.model_dump(mode="json") if view.heldout else None,
+            "notes": view.notes,
+        }
+        json_out.write_text(json.dumps(data, indent=2, default=str))
+
+
+def report_cmd(
+    name: Annotated[str, typer.Argument(help="experiment name or path")],
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="default runs/NAME/report.html")] = None,
+    runs_dir: Annotated[Path, typer.Option(help="where experiments live")] = Path("runs"),
+) -> None:
+    """Write a static HTML report: pass rate by grid with intervals, task × grid heat map, flips, decisions with
+    reasons, held-out results, what each version changed, and cost."""
+    from ..report import write_report
+
+    try:
+        path = write_report(open_experiment(name, runs_dir), output)
+    except StoreError as exc:
+        _err.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(1) from None
+    _out.print(f"wrote {path}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("show")(show_cmd)
+    app.command("report")(report_cmd)
