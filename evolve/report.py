@@ -500,7 +500,9 @@ def _handbook_html(diff: Any) -> Markup:
     page = render_diff_html(diff)
     m = re.search(r"<body>(.*)</body>", page, flags=re.DOTALL)
     inner = m.group(1) if m else page
-    return Markup(re.sub(r"<h1>.*?</h1>", "", inner, count=1, flags=re.DOTALL))
+    inner = re.sub(r"<h1>.*?</h1>", "", inner, count=1, flags=re.DOTALL)
+    # its headings sit under the report's own h4 "Handbook": h2 -> h5, h3 -> h6
+    return Markup(re.sub(r"<(/?)h([23])\b", lambda m: f"<{m.group(1)}h{int(m.group(2)) + 3}", inner))
 
 
 def _fmt(x: Any, digits: int = 3) -> str:

@@ -75,6 +75,30 @@ def status_cmd(
     decisions = led.find("adoption") + led.find("rejection")
     console.print(f"rounds: {len(rounds)}, candidates: {len(led.find('candidate_created'))}, "
                   f"decisions: {len(decisions)}, trials recorded: {len(led.find('trial_done'))}")
+    _print_spend_and_running(exp)
+
+
+def _print_spend_and_running(exp) -> None:
+    """What the experiment's trials spent against its budgets, and the grids being run right now."""
+    from ..report import experiment_spend, running_jobs
+    from ..show import CostSummary
+
+    total = CostSummary()
+    for part in experiment_spend(exp).values():
+        total.merge(part)
+    budgets = exp.config.budgets
+    limits = "".join([f" of ${budgets.max_usd}" if budgets.max_usd else "",
+                      f"; {total.trials} of {budgets.max_trials} trials allowed" if budgets.max_trials else ""])
+    console.print(f"spend: {total.trials} trials, {total.tokens:,} tokens "
+                  f"(generator {total.generator_in:,} in / {total.generator_out:,} out, verifier "
+                  f"{total.verifier_in + total.verifier_out:,}), ${total.usd:.4f}{limits}", soft_wrap=True)
+    jobs = running_jobs(exp)
+    if not jobs:
+        console.print("running: nothing", soft_wrap=True)
+    for job in jobs:
+        flight = f"; in flight: {', '.join(job['in_flight'])}" if job["in_flight"] else ""
+        console.print(f"running: {job['job_dir']} (pid {job['pid']}), {job['done']}/{job['total'] or '?'} cells "
+                      f"done{flight}", soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

@@ -13,7 +13,7 @@ from rich.console import Console
 from ..store import StoreError, open_experiment
 
 _out = Console(highlight=False, soft_wrap=True)
-_err = Console(stderr=True, highlight=False)
+_err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def show_cmd(
