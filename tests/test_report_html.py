@@ -188,3 +188,18 @@ def test_report_renders_in_headless_chromium(exp, tmp_path):
 def test_report_default_path_and_atomic(exp, tmp_path):
     out = write_report(exp, tmp_path / "sub" / "r.html")
     assert out.read_text().startswith("<!DOCTYPE html>") and not list(out.parent.glob("*.tmp"))
+
+
+def test_report_of_a_fresh_experiment(tmp_path):
+    """Just initialised: no grids, no rounds; the page still renders and says so."""
+    from evolve.experiment import ExperimentConfig
+    from evolve.store import init_experiment
+    from tests.test_report_support import make_seed
+
+    cfg = ExperimentConfig.model_validate({"name": "empty", "endpoint": {"base_url": "http://x/v1", "model": "m"},
+                                           "tasks": {"dir": "tasks"}})
+    exp = init_experiment("empty", cfg, runs_dir=tmp_path / "runs", seed_dir=make_seed(tmp_path))
+    html = write_report(exp).read_text()
+    assert "No candidates yet." in html and "No version adopted yet." in html and "no grid" in html
+    res = runner.invoke(app, ["show", str(exp.root), "v0"])
+    assert res.exit_code == 0 and "status: seed" in res.output
