@@ -20,7 +20,7 @@ def test_infra_cell_blocks_adoption_and_is_named():
     cand = {"a": [True] * 4, "b": [True, None, True, True], "c": [True] * 4}
     d = decide(cand, BASE, TASKS, 4, curtail=True)
     assert not d.adopt and not d.decided
-    assert d.missing == ["b#1"] and "⊥" in d.reason
+    assert d.missing == ["b#2"] and "⊥" in d.reason
 
 
 def test_regressions_of_stable_passes_always_listed():

@@ -47,15 +47,15 @@ def pass_at_1(grid: Grid) -> float:
 
 
 def missing_cells(grid: Grid, tasks: list[str], r: int, infra: bool | None = None) -> list[str]:
-    """Cells (``task#k``) of a ``tasks`` × ``r`` grid that are ⊥ (``infra=True``), not run yet (``infra=False``),
-    or either (``None``)."""
+    """Cells (``task#k``, k counted from 1 like trial folders ``task__rk``) of a ``tasks`` × ``r`` grid that are
+    ⊥ (``infra=True``), not run yet (``infra=False``), or either (``None``)."""
     out = []
     for t in tasks:
         outs = grid.get(t, [])
         for k in range(r):
             absent = k >= len(outs)
             if (absent and infra is not True) or (not absent and outs[k] is None and infra is not False):
-                out.append(f"{t}#{k}")
+                out.append(f"{t}#{k + 1}")
     return out
 
 
