@@ -395,8 +395,9 @@ class Controller:
             n = 1
             while self.led.done(f"{commit}:blocked:{n}"):
                 n += 1
+            cells = [f"{m.task}#{m.repetition} ({m.reason})" for m in out.metrics.missing if m.reason != "missing"]
             self.led.append(Rejection(key=f"{commit}:blocked:{n}", commit=commit, reason=d.reason,
-                                      decision={**info, "blocked": True, "final": False}))
+                                      decision={**info, "blocked": True, "final": False, "cells": cells}))
             raise _Stop("blocked", d.reason)
         kill_point("decision")
         if d.adopt:

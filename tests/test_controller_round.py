@@ -96,9 +96,10 @@ def test_infra_cell_blocks_adoption(tmp_path, server):
     report = run_round(exp, 1, cand, checks=standin_checks(), env_factory=factory)
     (c,) = report.candidates
     assert report.blocked and report.adopted is None and c.status == "blocked"
-    assert "cannot adopt: 1 ⊥" in c.reason and "write-json#1" in c.reason
+    assert "cannot adopt: 1 ⊥" in c.reason and "write-json#2" in c.reason
     (blocked,) = exp.ledger.find("rejection")
     assert blocked.key == f"{c.commit}:blocked:1" and blocked.decision["blocked"] is True
+    assert blocked.decision["cells"] == ["write-json#2 (infra:sandbox)"]
     assert "⊥" in blocked.reason and exp.versions() == ["v0"]
     infra = [e for e in exp.ledger.find("trial_done") if e.status == "infra"]
     assert [e.key for e in infra] == [f"{c.commit}:write-json:2:infra1", f"{c.commit}:write-json:2:infra2"]
