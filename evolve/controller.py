@@ -29,7 +29,7 @@ what is finished and redoes only the unit in flight. Keys (C = candidate commit,
 
 A repaired candidate: ``C:contracts`` holds ``details.repaired_to = C2`` and the work goes on under C2.
 A ⊥ cell in an evaluation blocks the decision (the blocked Rejection gives the reason); the round is not
-published until a resume reruns those cells. ``Evaluation.metrics["purpose"]`` says which grid an Evaluation
+published until a resume reruns those cells. ``Evaluation.purpose`` (also in ``metrics["purpose"]``) says which grid an Evaluation
 is (evaluation, reference, heldout, control).
 """
 
@@ -163,7 +163,7 @@ class LedgerBook:
 
     def __init__(self, led: Ledger, root: Path, commit: str, prefix: str, purpose: str):
         self.led, self.root, self.commit, self.prefix = led, root, commit, prefix
-        self.purpose = "reference" if purpose == "control" else purpose  # TrialDone knows four purposes
+        self.purpose = purpose
 
     def finished(self, task: str, rep: int) -> bool:
         return self.led.done(f"{self.prefix}:{task}:{rep}")
@@ -280,7 +280,7 @@ class Controller:
     def _evaluation_event(self, key: str, commit: str, out: GridOutcome, purpose: str, **extra: Any) -> None:
         if not self.led.done(key):
             metrics = {**out.metrics.model_dump(mode="json"), "purpose": purpose, **extra}
-            self.led.append(Evaluation(key=key, commit=commit, complete=out.complete, metrics=metrics,
+            self.led.append(Evaluation(key=key, commit=commit, purpose=purpose, complete=out.complete, metrics=metrics,
                                        job_dir=os.path.relpath(out.plan.job_dir, self.exp.root)))
 
     # -- reference corpus ------------------------------------------------------------------------------------

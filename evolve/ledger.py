@@ -56,7 +56,7 @@ class CheckResult(_Event):
 class TrialDone(_Event):
     kind: Literal["trial_done"] = "trial_done"
     commit: str
-    purpose: Literal["screening", "evaluation", "heldout", "reference"]
+    purpose: Literal["screening", "evaluation", "heldout", "reference", "control"]
     task: str
     rep: int
     status: str
@@ -74,6 +74,7 @@ class Screening(_Event):
 class Evaluation(_Event):
     kind: Literal["evaluation"] = "evaluation"
     commit: str
+    purpose: Literal["screening", "evaluation", "heldout", "reference", "control"] = "evaluation"
     complete: bool
     metrics: dict[str, Any] = Field(default_factory=dict)
     job_dir: str = ""

@@ -48,7 +48,7 @@ def test_ledger_book_keys(tmp_path):
     assert [e.key for e in led.events] == ["c0ffee:t:1:infra1", "c0ffee:t:1:infra2", "c0ffee:t:1"]
     assert led.events[-1].trial_dir == "t__r1" and led.events[-1].purpose == "evaluation"
     control = LedgerBook(led, tmp_path, "c0ffee", "c0ffee:control:r01", "control")
-    assert control.purpose == "reference"
+    assert control.purpose == "control"
 
 
 def test_round_numbers_and_resume_guard(tmp_path):
