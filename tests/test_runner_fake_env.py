@@ -140,6 +140,9 @@ def agent_main(spec_path: str) -> int:
     elif mode == "unreachable":
         AgentOutcome(status="error", error_kind="model_unreachable", error="connection refused").write(spec.agent_dir)
         return 1
+    elif mode == "sandbox_lost":
+        AgentOutcome(status="error", error_kind="sandbox", error="tmux: no server running").write(spec.agent_dir)
+        return 1
     elif mode == "error":
         AgentOutcome(status="error", error_kind="crash", error="boom", cost=cost).write(spec.agent_dir)
         return 1

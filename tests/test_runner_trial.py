@@ -84,6 +84,12 @@ def test_model_unreachable_is_infra(tmp_path):
     assert envs[0].stopped
 
 
+def test_harness_reported_sandbox_failure_is_infra(tmp_path):
+    res, envs = _run(tmp_path, "sandbox_lost")
+    assert res.status == "infra" and res.infra_cause == "sandbox" and "tmux" in res.infra_message
+    assert envs[0].stopped
+
+
 def test_build_failure_is_infra_with_log(tmp_path):
     res, envs = _run(tmp_path, env_opts={"fail_start": True})
     assert res.status == "infra" and res.infra_cause == "image_build"

@@ -113,7 +113,7 @@ def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
 
 
 def __getattr__(name: str):  # lazy: the client pulls in openai
-    if name in {"ModelClient", "ChatResult", "ModelError", "ContextLengthExceeded", "AuthError"}:
+    if name in {"ModelClient", "ChatResult", "ModelError", "ContextLengthExceeded", "AuthError", "ServerUnreachable"}:
         from .endpoints import client
 
         return getattr(client, name)

@@ -258,9 +258,13 @@ async def _agent_phase(res: TrialResult, task: Any, agent: AgentSpec, endpoint: 
     res.episodes, res.cost = outcome.episodes, outcome.cost
     if endpoint is not None and not res.cost.cost_usd:  # a harness that does not price its tokens
         res.cost.price(endpoint.price, verifier_endpoint.price if verifier_endpoint else None)
-    if outcome.error_kind == "model_unreachable":
+    if outcome.error_kind in HARNESS_INFRA_KINDS:
         res.traceback = outcome.error if outcome.error and "\n" in outcome.error.strip() else None
-        raise _Infra("model_unreachable", _last_line(outcome.error) or "the model server was unreachable")
+        raise _Infra(outcome.error_kind, _last_line(outcome.error) or f"the harness reported {outcome.error_kind}")
+
+
+# Error kinds a harness reports for failures of the infrastructure, not of the agent (InfraError causes): ⊥.
+HARNESS_INFRA_KINDS = frozenset({"model_unreachable", "model_server", "sandbox", "image_build", "infra"})
 
 
 async def _verifier_phase(res: TrialResult, task: Any, env: Environment, verifier_dir: Path) -> None:
