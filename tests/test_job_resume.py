@@ -50,6 +50,9 @@ def test_grid_runs_every_cell_once(tmp_path):
     assert sorted(_runs(log).values()) == [1] * 6
     assert JobResult.load(tmp_path / "job" / "job_result.json").complete
     assert {t.status for t in res.trials} == {"passed", "failed"}
+    # the fake agent books 100 in / 10 out generator tokens per trial; the job sums its six trials
+    assert (res.cost.generator.calls, res.cost.generator.input_tokens, res.cost.generator.output_tokens) == (
+        6, 600, 60)
 
 
 def test_resume_reruns_only_infra_and_keeps_the_rest(tmp_path):

@@ -78,6 +78,14 @@ class CostLedger(BaseModel):
     parallel_output_tokens: int = Field(default=0, description="max over parallel branches, summed per step")
     cost_usd: float = 0.0
 
+    def merge(self, other: CostLedger) -> CostLedger:
+        """Add ``other`` into this ledger (job totals are the sum of their trials)."""
+        for mine, theirs in ((self.generator, other.generator), (self.verifier, other.verifier)):
+            mine.add(theirs.input_tokens, theirs.output_tokens, theirs.calls)
+        self.parallel_output_tokens += other.parallel_output_tokens
+        self.cost_usd += other.cost_usd
+        return self
+
     def price(self, gen: PriceTable, ver: PriceTable | None = None) -> float:
         ver = ver or gen
         self.cost_usd = gen.cost(self.generator.input_tokens, self.generator.output_tokens) + ver.cost(

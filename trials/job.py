@@ -36,6 +36,7 @@ from rich.progress import (
 )
 
 from .errors import RiseError
+from .harness_api import CostLedger
 from .metrics import GridMetrics, compute_metrics, grid_from_results
 from .results import FormatError, JobConfig, JobResult, TrialResult, TrialSummary
 from .runner import EnvFactory, run_trial
@@ -151,10 +152,13 @@ def summarize(config: JobConfig, job_dir: Path, trials_run: int = 0, started_at:
     summaries = [TrialSummary.of(by_cell[(t, k)]) if (t, k) in by_cell else
                  TrialSummary(trial_name=trial_name(t, k), task_name=t, repetition=k, status="missing")
                  for t, k in cells(config)]
+    cost = CostLedger()
+    for res in results:
+        cost.merge(res.cost)
     return JobResult(job_id=config.job_id, config_fingerprint=config.fingerprint(), complete=metrics.complete,
                      metrics=metrics.model_dump(mode="json"), trials=summaries, started_at=started_at,
                      finished_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-                     trials_run=trials_run)
+                     trials_run=trials_run, cost=cost)
 
 
 class _Tally:

@@ -200,6 +200,7 @@ class JobResult(BaseModel):
     started_at: str | None = None
     finished_at: str | None = None
     trials_run: int = Field(default=0, description="trials executed by the last invocation (not kept ones)")
+    cost: CostLedger = Field(default_factory=CostLedger, description="sum over the grid's kept trials")
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> JobResult:

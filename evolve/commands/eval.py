@@ -19,7 +19,7 @@ from rich.table import Table
 from trials.agents import resolve_agent
 from trials.endpoints.spec import EndpointSpec
 from trials.errors import RiseError
-from trials.harness_api import write_json_atomic
+from trials.harness_api import CostLedger, write_json_atomic
 from trials.metrics import Comparison, GridMetrics, compare, grid_from_results
 from trials.results import JobConfig
 
@@ -52,6 +52,14 @@ def job_id_for(job_dir: Path) -> str:
 
 def _fmt(x: float | None) -> str:
     return "—" if x is None else f"{x:.3f}"
+
+
+def render_cost(cost: CostLedger, console: Console = _out) -> None:
+    """One line of job totals: generator and verifier calls and tokens, POT, dollars."""
+    g, v = cost.generator, cost.verifier
+    console.print(f"cost: generator {g.calls} calls, {g.input_tokens} in / {g.output_tokens} out tokens; "
+                  f"verifier {v.calls} calls, {v.input_tokens} in / {v.output_tokens} out; "
+                  f"POT {cost.parallel_output_tokens}; ${cost.cost_usd:.4f}")
 
 
 def render_metrics(m: GridMetrics, title: str, console: Console = _out) -> None:
@@ -176,6 +184,7 @@ def eval_cmd(
         _err.print(f"[yellow]interrupted[/]: running trials were stopped; continue with --resume --job-dir {job_dir}")
         raise typer.Exit(130) from None
     render_metrics(GridMetrics.model_validate(result.metrics), f"job {job_dir}")
+    render_cost(result.cost)
     if json_out:
         write_json_atomic(json_out, {"job_dir": str(job_dir.resolve()), **result.model_dump(mode="json")})
     raise typer.Exit(0 if result.complete else 2)
@@ -195,6 +204,7 @@ def metrics_cmd(
         raise typer.Exit(1) from None
     result = summarize(config, job_dir)
     render_metrics(GridMetrics.model_validate(result.metrics), f"job {job_dir}")
+    render_cost(result.cost)
     if json_out:
         write_json_atomic(json_out, {"job_dir": str(job_dir.resolve()), **result.model_dump(mode="json")})
     raise typer.Exit(0 if result.complete else 2)
