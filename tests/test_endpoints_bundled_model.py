@@ -15,36 +15,20 @@ import time
 
 import pytest
 
+from tests.fakes.bundled import bundled_server
 from trials.endpoints import bundled
 from trials.endpoints.client import ContextLengthExceeded, ModelClient
-from trials.endpoints.serve import ServerProcess, free_port, load_state, server_status
+from trials.endpoints.serve import free_port, load_state, server_status
 
 MODEL = "qwen2.5-coder-0.5b"
 
 pytestmark = pytest.mark.model
 
 
-def _cached() -> str | None:
-    """Why the test cannot run, or None when binary and model are cached."""
-    if not bundled.server_binary_path().exists():
-        return f"llama-server not built at {bundled.server_binary_path()} (run: rise serve bundled)"
-    model = bundled.model_path(MODEL)
-    stamp = model.with_suffix(".sha256")
-    if not model.exists() or not stamp.exists() or stamp.read_text().strip() != bundled.MODELS[MODEL].sha256:
-        return f"{MODEL} not assembled at {model} (run: rise serve bundled -m {MODEL})"
-    return None
-
-
 @pytest.fixture(scope="module")
 def server():
-    reason = _cached()
-    if reason:
-        pytest.skip(reason)
-    proc = ServerProcess.bundled(MODEL, free_port(), ctx=4096, threads=2, parallel=2,
-                                 name=f"test-bundled-{os.getpid()}")
-    spec = proc.start(progress=lambda m: None)
-    yield proc, spec
-    proc.stop()
+    with bundled_server("test-bundled", ctx=4096, parallel=2, model=MODEL) as (proc, spec):
+        yield proc, spec
     assert not proc.running()
 
 
@@ -88,7 +72,7 @@ def test_stop_leaves_no_process(server):
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_foreground_cli_stops_cleanly(sig):
-    reason = _cached()
+    reason = bundled.not_ready_reason(MODEL)
     if reason:
         pytest.skip(reason)
     port = free_port()

@@ -7,16 +7,13 @@ verdicts. Marked ``model``; skips when the server binary or the model is not cac
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from harness_seed.midharness import build_actor
+from tests.fakes.bundled import bundled_server
 from tests.fakes.openai_server import ScriptedServer
 from tests.test_midharness_actor import HISTORY, INSTRUCTION, Caller, action, client_for, is_verifier, parse
-from trials.endpoints import bundled
 from trials.endpoints.client import ModelClient
-from trials.endpoints.serve import ServerProcess, free_port
 from trials.harness_api import CostLedger
 
 MODEL = "qwen2.5-coder-0.5b"
@@ -25,26 +22,10 @@ pytestmark = pytest.mark.model
 SAMPLES = [action("echo ok > /app/done.txt\n"), action("rm -rf /app\n"), action("echo ok > /app/done.txt\n")]
 
 
-def _missing() -> str | None:
-    if not bundled.server_binary_path().exists():
-        return f"llama-server not built at {bundled.server_binary_path()} (run: rise serve bundled)"
-    model = bundled.model_path(MODEL)
-    stamp = model.with_suffix(".sha256")
-    if not model.exists() or not stamp.exists() or stamp.read_text().strip() != bundled.MODELS[MODEL].sha256:
-        return f"{MODEL} not assembled at {model} (run: rise serve bundled -m {MODEL})"
-    return None
-
-
 @pytest.fixture(scope="module")
 def verifier_spec():
-    reason = _missing()
-    if reason:
-        pytest.skip(reason)
-    proc = ServerProcess.bundled(MODEL, free_port(), ctx=4096, threads=2, parallel=2,
-                                 name=f"test-midharness-{os.getpid()}")
-    spec = proc.start(progress=lambda m: None)
-    yield spec.model_copy(update={"timeout_sec": 300})
-    proc.stop()
+    with bundled_server("test-midharness", ctx=4096, parallel=2, model=MODEL) as (_, spec):
+        yield spec.model_copy(update={"timeout_sec": 300})
 
 
 async def _step(verifier_spec, settings):

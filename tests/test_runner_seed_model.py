@@ -8,13 +8,11 @@ must carry the model's token usage.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 
 import pytest
 
-from trials.endpoints import bundled
-from trials.endpoints.serve import ServerProcess, free_port
+from tests.fakes.bundled import bundled_server
 
 from .test_runner_sandbox import STARTER, _need_parts, rise_eval
 
@@ -26,19 +24,11 @@ def test_seed_on_the_bundled_model_completes_the_grid(tmp_path):
     _need_parts()
     if shutil.which("tmux") is None:
         pytest.skip("tmux is needed by the seed harness")
-    model = bundled.model_path(MODEL)
-    if not bundled.server_binary_path().exists() or not model.exists():
-        pytest.skip(f"llama-server or {MODEL} is not cached (run: rise serve bundled -m {MODEL})")
-    proc = ServerProcess.bundled(MODEL, free_port(), ctx=8192, threads=2, parallel=1,
-                                 name=f"test-runner-{os.getpid()}")
-    spec = proc.start(progress=lambda m: None)
-    try:
+    with bundled_server("test-runner", ctx=8192, parallel=1, model=MODEL) as (_, spec):
         out = tmp_path / "res.json"
         done = rise_eval("--tasks", str(STARTER), "--task", "hello-file", "--agent", "seed", "--env", "local",
                          "--base-url", spec.base_url, "--model", spec.model, "--setting", "terminus.max_episodes=4",
                          "--job-dir", str(tmp_path / "job"), "--json", str(out), timeout=450)
-    finally:
-        proc.stop()
     result = tmp_path / "job" / "hello-file__r1" / "result.json"
     assert done.returncode == 0, done.stdout + done.stderr + (result.read_text() if result.exists() else "")
     data = json.loads(out.read_text())

@@ -9,13 +9,12 @@ with a full trajectory of real replies, not that it passes.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
 import pytest
 
-from trials.endpoints import bundled
+from tests.fakes.bundled import bundled_server
 from trials.environments.local import bwrap_available
 from trials.tasks.load import load_task
 
@@ -27,28 +26,10 @@ pytestmark = [pytest.mark.model, pytest.mark.sandbox, pytest.mark.tmux,
               pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")]
 
 
-def _missing() -> str | None:
-    if not bundled.server_binary_path().exists():
-        return f"llama-server not built at {bundled.server_binary_path()} (run: rise serve bundled)"
-    model = bundled.model_path(MODEL)
-    stamp = model.with_suffix(".sha256")
-    if not model.exists() or not stamp.exists() or stamp.read_text().strip() != bundled.MODELS[MODEL].sha256:
-        return f"{MODEL} not assembled at {model} (run: rise serve bundled -m {MODEL})"
-    return None
-
-
 @pytest.fixture(scope="module")
 def endpoint():
-    reason = _missing()
-    if reason:
-        pytest.skip(reason)
-    from trials.endpoints.serve import ServerProcess, free_port
-
-    proc = ServerProcess.bundled(MODEL, free_port(), ctx=8192, threads=2, parallel=1,
-                                 name=f"test-seed-model-{os.getpid()}")
-    spec = proc.start(progress=lambda m: None)
-    yield spec.model_copy(update={"timeout_sec": 120})
-    proc.stop()
+    with bundled_server("test-seed-model", ctx=8192, parallel=1, model=MODEL) as (_, spec):
+        yield spec.model_copy(update={"timeout_sec": 120})
 
 
 async def test_real_model_trial_end_to_end(tmp_path, endpoint):

@@ -272,6 +272,17 @@ def _assemble_model(spec: BundledModel, target: Path, progress) -> Path:
     return target
 
 
+def not_ready_reason(name: str = DEFAULT_MODEL) -> str | None:
+    """Why ``name`` cannot be served without a build or a download, or None when binary and model are cached."""
+    if not server_binary_path().exists():
+        return f"llama-server not built at {server_binary_path()} (run: rise serve bundled)"
+    model = model_path(name)
+    stamp = model.with_suffix(".sha256")
+    if not model.exists() or not stamp.exists() or stamp.read_text().strip() != _model_spec(name).sha256:
+        return f"{name} not assembled at {model} (run: rise serve bundled -m {name})"
+    return None
+
+
 def server_command(model: str, port: int, host: str = "127.0.0.1", ctx: int = 8192, threads: int = 2,
                    parallel: int = 2, extra: list[str] | None = None) -> list[str]:
     """The command line that serves a bundled model (OpenAI API with n>1, logprobs, JSON schema)."""
