@@ -272,7 +272,29 @@ class Controller:
                         r=r, job_dir=job_dir, endpoint=self.cfg.endpoint, env_kind=self.cfg.env,
                         concurrency=self.cfg.concurrency)
 
+    def check_budget(self) -> None:
+        """Refuse to start another grid once the experiment's trials have spent a budget of experiment.toml.
+
+        Checked before each grid (a grid under way may overshoot by at most its own size); trials a kill cut off
+        count too. Raising the budget in experiment.toml and resuming continues where the run stopped."""
+        from .report import experiment_spend
+
+        budgets = self.cfg.budgets
+        if budgets.max_trials is None and budgets.max_usd is None:
+            return
+        trials = usd = 0.0
+        for part in experiment_spend(self.exp).values():
+            trials += part.trials
+            usd += part.usd
+        if budgets.max_trials is not None and trials >= budgets.max_trials:
+            raise ControllerError(f"{self.exp.config_path}: budget spent: {int(trials)} trials run, "
+                                  f"budgets.max_trials = {budgets.max_trials}")
+        if budgets.max_usd is not None and usd >= budgets.max_usd:
+            raise ControllerError(f"{self.exp.config_path}: budget spent: ${usd:.4f}, "
+                                  f"budgets.max_usd = {budgets.max_usd}")
+
     async def grid(self, plan: GridPlan, commit: str, prefix: str, *, stop: Any = None) -> GridOutcome:
+        self.check_budget()
         book = LedgerBook(self.led, self.exp.root, commit, prefix, plan.purpose)
         return await run_grid(plan, book, stop=stop, env_factory=self.env_factory, progress=self.progress,
                               infra_retries=self.infra_retries)

@@ -181,3 +181,29 @@ def test_repair_commits_and_checks_the_repaired_commit(tmp_path, server):
     n = len(led.events)
     assert run_round(exp, 1, [], checks=Checks(pass_smoke, contracts), repair=repair).candidates[0].commit == second
     assert len(exp.ledger.events) == n
+
+
+def test_spent_trial_budget_stops_before_the_next_grid_and_resume_continues(tmp_path, server):
+    """budgets.max_trials is checked before each grid: the reference runs spend it, the candidate's next grid is
+    refused with a message naming the budget; raising it and resuming finishes the round, nothing rerun."""
+    from evolve.controller import ControllerError
+    from evolve.experiment import ExperimentConfig
+
+    exp = make_experiment(tmp_path / "runs", server.base_url, heldout=[])
+
+    def set_budget(n):
+        cfg = ExperimentConfig.load(exp.config_path)
+        exp.config_path.write_text(cfg.model_copy(update={"budgets": cfg.budgets.model_copy(
+            update={"max_trials": n})}).to_toml())
+
+    set_budget(1)
+    cand = [CandidateInput("verify", str(GOOD), Proposal.model_validate(GOOD_PROPOSAL))]
+    with pytest.raises(ControllerError, match=r"budget spent: \d+ trials run, budgets.max_trials = 1"):
+        run_round(exp, 1, cand, checks=standin_checks())
+    spent = {e.key for e in exp.ledger.find("trial_done")}
+    assert spent and exp.versions() == ["v0"]
+    set_budget(1000)
+    report = run_round(exp, 1, [], checks=standin_checks())
+    assert report.adopted == "v1"
+    keys = [e.key for e in exp.ledger.find("trial_done")]
+    assert len(keys) == len(set(keys)) and spent <= set(keys)
