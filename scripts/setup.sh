@@ -22,7 +22,9 @@ fi
 stamp_dir="${RISE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/riseharness}"
 mkdir -p "$stamp_dir"
 hash=$(sha256sum pyproject.toml | cut -c1-16)
-if [ ! -f "$stamp_dir/pip-$hash" ] || ! command -v rise >/dev/null 2>&1 || ! python3 -c 'import trials, evolve' 2>/dev/null; then
+# The editable install must point at THIS checkout (a second clone on the same machine must not test the first).
+installed=$(cd / && python3 -c 'import pathlib, trials; print(pathlib.Path(trials.__file__).resolve().parent.parent)' 2>/dev/null || true)
+if [ ! -f "$stamp_dir/pip-$hash" ] || ! command -v rise >/dev/null 2>&1 || [ "$installed" != "$(pwd -P)" ]; then
   say "installing the Python package and its dependencies"
   python3 -m pip install -q --disable-pip-version-check -e '.[dev]'
   touch "$stamp_dir/pip-$hash"
