@@ -25,18 +25,11 @@ from pathlib import Path
 from typing import Any, Self
 
 from ..errors import EnvironmentBuildError, InfraError, SandboxError
+from .archive import split_sandbox_path, unpack_single, upload_payload
 from .base import Environment, ExecResult
 from .dockerfile import parse, rewrite_from
 from .images import BASE_IMAGE, BaseImageMap, cache_dir, docker_client, ensure_base_image, image_exists
-from .local import (
-    KEEPER_SCRIPT,
-    _choose_workdir,
-    owner_alive,
-    owner_tag,
-    pack,
-    split_sandbox_path,
-    unpack_single,
-)
+from .local import KEEPER_SCRIPT, _choose_workdir, owner_alive, owner_tag
 
 log = logging.getLogger(__name__)
 
@@ -305,15 +298,7 @@ class DockerEnvironment(Environment):
 
     async def upload(self, src: Path, dst: str) -> None:
         """Copy host ``src`` to container path ``dst`` (a folder's contents go into folder ``dst``)."""
-        src = Path(src)
-        if not src.exists():
-            raise FileNotFoundError(src)
-        dst = dst if dst.startswith("/") else f"{self.workdir}/{dst}"
-        if src.is_dir():
-            target, data = dst, pack(src, ".")
-        else:
-            target, name = split_sandbox_path(dst)
-            data = pack(src, name)
+        target, data = upload_payload(src, dst, self.workdir)
         res = await self.exec(f"mkdir -p {shlex.quote(target)}", cwd="/")
         if not res.ok:
             raise SandboxError(f"upload {src} -> {dst}: mkdir failed: {res.stderr.strip()}")

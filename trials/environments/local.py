@@ -17,7 +17,6 @@ enforced here (use ``--env docker`` for that).
 from __future__ import annotations
 
 import asyncio
-import io
 import json
 import logging
 import os
@@ -28,13 +27,13 @@ import shutil
 import signal
 import socket
 import subprocess
-import tarfile
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from ..errors import EnvironmentBuildError, SandboxError, UnsupportedTaskError
+from .archive import split_sandbox_path, unpack_single, upload_payload
 from .base import Environment, ExecResult
 from .dockerfile import LocalPlan, plan_local
 
@@ -81,40 +80,6 @@ def _read_capped(f) -> str:
 
 
 # ------------------------------------------------------------------------- tar helpers (shared with docker.py)
-
-
-def pack(src: Path, arcname: str) -> bytes:
-    """A tar of host path ``src`` whose single top entry is named ``arcname``."""
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        tar.add(str(src), arcname=arcname)
-    return buf.getvalue()
-
-
-def unpack_single(data: bytes, name: str, dst: Path) -> None:
-    """Extract a tar whose top entry is ``name`` so that host path ``dst`` becomes that entry (dirs merge)."""
-    dst = Path(dst)
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=dst.parent, prefix=".rise-dl-") as tmp:
-        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-            tar.extractall(tmp, filter="data")
-        item = Path(tmp) / name
-        if not item.exists() and not item.is_symlink():
-            raise FileNotFoundError(f"{name} missing from the archive")
-        if item.is_dir() and not item.is_symlink():
-            shutil.copytree(item, dst, symlinks=True, dirs_exist_ok=True)
-        else:
-            if dst.is_dir() and not dst.is_symlink():
-                shutil.rmtree(dst)
-            os.replace(item, dst)
-
-
-def split_sandbox_path(path: str) -> tuple[str, str]:
-    """(parent, basename) of an absolute sandbox path; refuses ``/``."""
-    p = Path("/") / path
-    if str(p) == "/":
-        raise ValueError("cannot copy the sandbox root itself")
-    return str(p.parent), p.name
 
 
 # ------------------------------------------------------------------------------------------------ sandbox
@@ -367,15 +332,7 @@ class LocalEnvironment(Environment):
 
     async def upload(self, src: Path, dst: str) -> None:
         """Copy host ``src`` to sandbox path ``dst`` (a folder's contents go into folder ``dst``)."""
-        src = Path(src)
-        if not src.exists():
-            raise FileNotFoundError(src)
-        dst = dst if dst.startswith("/") else f"{self.workdir}/{dst}"
-        if src.is_dir():
-            target, data = dst, pack(src, ".")
-        else:
-            target, name = split_sandbox_path(dst)
-            data = pack(src, name)
+        target, data = upload_payload(src, dst, self.workdir)
         rc, _, err = await self._run_bytes(
             ["/bin/bash", "-c", 'mkdir -p -- "$1" && exec tar --no-same-owner -x -C "$1" -f -', "upload", target],
             data)
