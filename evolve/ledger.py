@@ -3,8 +3,9 @@
 Each line is one event, a pydantic model discriminated by ``kind`` and versioned by ``v``. Every unit of work has a
 ``key`` (``<commit>:<stage>`` or ``<commit>:<task>:<rep>``): a key that already has a finishing event is done and a
 resumed run skips it, so ``kill -9`` at any point loses at most the unit in flight and never doubles one.
-A torn last line (a crash mid-write) is ignored on read and cut off on the next append; any other bad line is an
-error naming the file and line.
+A torn last line (a crash mid-write: it does not parse) is ignored on read and cut off on the next append; a last
+line that parses but lacks its newline is a complete event: it is kept and its newline is written before the next
+append. Any other bad line is an error naming the file and line.
 """
 
 from __future__ import annotations
@@ -121,25 +122,29 @@ class Ledger:
         self.path = Path(path)
         self.events: list[Any] = []
         self._keys: set[str] = set()
-        self._torn = False
+        self._torn = False  # the last line does not parse: cut it off on the next append
+        self._unterminated = False  # the last line parses but lacks its newline: complete it on the next append
         if self.path.exists():
             self._load()
 
     def _load(self) -> None:
         raw = self.path.read_bytes()
         lines = raw.split(b"\n")
-        self._torn = bool(lines and lines[-1])  # no trailing newline: the last write was cut short
+        unterminated = bool(lines and lines[-1])  # no trailing newline: the last write may have been cut short
         for i, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
             try:
                 ev = _adapter.validate_python(json.loads(line))
             except (json.JSONDecodeError, ValidationError) as exc:
-                if self._torn and i == len(lines):
-                    break  # a torn tail is expected after kill -9; it is dropped on the next append
+                if unterminated and i == len(lines):
+                    self._torn = True  # a torn tail is expected after kill -9; it is dropped on the next append
+                    break
                 raise LedgerError(f"{self.path}:{i}: invalid ledger event: {exc}") from None
             self.events.append(ev)
             self._keys.add(ev.key)
+        # only the newline was lost: the event is complete and counts; the next append writes the newline first
+        self._unterminated = unterminated and not self._torn
 
     def done(self, key: str) -> bool:
         """Whether a unit of work already has its event."""
@@ -157,6 +162,9 @@ class Ledger:
             if self._torn:
                 fh.truncate(self._good_length())
                 self._torn = False
+            elif self._unterminated:
+                line = "\n" + line
+                self._unterminated = False
             fh.write(line.encode())
             fh.flush()
             os.fsync(fh.fileno())

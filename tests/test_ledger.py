@@ -55,3 +55,18 @@ def test_survives_sigkill_between_appends(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], check=False, cwd=os.getcwd())
     assert proc.returncode == -9
     assert [e.key for e in Ledger(p).events] == [f"r{i}" for i in range(5)]
+
+
+def test_valid_last_event_without_newline_is_kept(tmp_path):
+    """Issue 15 item 1: a last event that parses but lost its newline is complete; the next append keeps it."""
+    p = tmp_path / "ledger.jsonl"
+    Ledger(p).append(RoundStart(key="r01:start", round=1, incumbent="v0"))
+    done = TrialDone(key="abc:t:0", commit="abc", purpose="evaluation", task="t", rep=0, status="passed",
+                     trial_dir="x")
+    with p.open("ab") as fh:
+        fh.write(done.model_dump_json().encode())  # the event, but the crash came before its newline
+    led = Ledger(p)
+    assert led.done("abc:t:0")
+    led.append(CheckResult(key="abc:smoke", commit="abc", stage="smoke", passed=True))
+    assert [e.key for e in Ledger(p).events] == ["r01:start", "abc:t:0", "abc:smoke"]
+    assert p.read_bytes().endswith(b"\n") and p.read_bytes().count(b"\n") == 3
