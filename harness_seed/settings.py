@@ -62,7 +62,8 @@ class ContextSettings(_Section):
 
 class ModelSettings(_Section):
     temperature: float | None = None
-    max_tokens: int | None = Field(default=None, ge=1)
+    max_tokens: int | None = Field(default=4096, ge=1)
+    seed: int = Field(default=-1, ge=-1)  # -1: not sent (TOML has no null)
     json_schema: bool = False
     max_attempts: int = Field(default=3, ge=1)
     retry_wait_min_sec: float = Field(default=4.0, ge=0)

@@ -220,3 +220,12 @@ async def test_choice_args_per_server_kind():
     spec = EndpointSpec(base_url=f"http://127.0.0.1:{_free_port()}/v1", model="m", timeout_sec=2)
     async with ModelClient(spec) as client:
         assert await client.server_kind() == "other" and await client.choice_args(["A"]) == {}
+
+
+async def test_endpoint_ceiling_applies_with_and_without_a_request_cap():
+    with ScriptedServer(["a", "b", "c"]) as srv:
+        async with _client(srv, max_output_tokens=64) as client:
+            await client.chat(MSGS)
+            await client.chat(MSGS, max_tokens=1000)
+            await client.chat(MSGS, max_tokens=10, seed=3)
+    assert [r["max_tokens"] for r in srv.requests] == [64, 64, 10] and srv.requests[2]["seed"] == 3

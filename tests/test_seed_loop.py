@@ -347,3 +347,20 @@ async def test_json_schema_setting_constrains_replies_but_not_summaries(tmp_path
                     **{"context.proactive_free_tokens": 0, "model.json_schema": True})
     assert all("response_format" not in body for kind, body in log if kind != "main")
     assert all("response_format" in body for kind, body in log if kind == "main")
+
+
+# -- generation cap and seed -------------------------------------------------------------------------
+
+
+async def test_every_call_carries_a_generation_cap_and_the_seed_when_set(tmp_path):
+    """A reply can never run until the trial timeout: max_tokens goes out by default (issue 10)."""
+    _, srv, status = await run_agent([DONE, DONE], tmp_path)
+    assert status == "completed" and all(r["max_tokens"] == 4096 for r in srv.requests)
+    assert all("seed" not in r for r in srv.requests)
+    _, srv, _ = await run_agent([DONE, DONE], tmp_path / "s", **{"model.seed": 7, "model.max_tokens": 300})
+    assert all(r["max_tokens"] == 300 and r["seed"] == 7 for r in srv.requests)
+
+
+async def test_an_endpoint_ceiling_lowers_the_cap(tmp_path):
+    _, srv, _ = await run_agent([DONE, DONE], tmp_path, spec_kw={"max_output_tokens": 256})
+    assert [r["max_tokens"] for r in srv.requests] == [256, 256]

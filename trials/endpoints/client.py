@@ -269,6 +269,9 @@ class ModelClient:
         for key, value in self.spec.sampling.items():
             (args if key in _OPENAI_SAMPLING_ARGS else extra)[key] = value
         args.update({k: v for k, v in explicit.items() if v is not None and v is not False})
+        cap = self.spec.max_output_tokens
+        if cap is not None:  # the endpoint's ceiling wins over any request's own cap, and applies without one
+            args["max_tokens"] = min(args.get("max_tokens") or cap, cap)
         extra.update(extra_body or {})
         args.update(model=model or self.spec.model, messages=messages)
         if n > 1:
@@ -291,7 +294,7 @@ class ModelClient:
     async def chat(self, messages: list[dict], *, n: int = 1, temperature: float | None = None,
                    max_tokens: int | None = None, response_format: dict | None = None, logprobs: bool = False,
                    top_logprobs: int | None = None, extra_body: dict | None = None, model: str | None = None,
-                   stop: list[str] | str | None = None) -> ChatResult:
+                   stop: list[str] | str | None = None, seed: int | None = None) -> ChatResult:
         """One chat completion with ``n`` choices; raises a :class:`ModelError` subclass on failure.
 
         When the server returns fewer than ``n`` choices (llama-cpp-python ignores ``n``), the rest are
@@ -300,7 +303,7 @@ class ModelClient:
         if n < 1:
             raise ValueError(f"n must be at least 1, got {n}")
         explicit = {"temperature": temperature, "max_tokens": max_tokens, "response_format": response_format,
-                    "logprobs": logprobs, "top_logprobs": top_logprobs, "stop": stop}
+                    "logprobs": logprobs, "top_logprobs": top_logprobs, "stop": stop, "seed": seed}
         if top_logprobs:
             explicit["logprobs"] = True
         started = time.monotonic()

@@ -32,6 +32,8 @@ Kind = Literal["bundled", "vllm"]
 DEFAULT_PORTS = {"bundled": 8080, "vllm": 8000}
 READY_TIMEOUT_SEC = {"bundled": 300.0, "vllm": 1200.0}  # vLLM loads weights and compiles graphs
 VLLM_INSTALL_HINT = "vllm is not installed; install it with: pip install 'riseharness[vllm]'"
+# A CPU model generates ~16-25 tokens/s: a cap of 1024 keeps one runaway reply near a minute, not the whole trial.
+BUNDLED_MAX_OUTPUT_TOKENS = 1024
 
 
 class ServerStartError(InfraError):
@@ -248,7 +250,8 @@ class ServerProcess:
             raise
         self.spec = EndpointSpec(base_url=self.base_url, model=self.served_model,
                                  context_limit=self._probe_context_limit() or self.context_limit,
-                                 supports_n=True, supports_choice=self.kind == "vllm")
+                                 supports_n=True, supports_choice=self.kind == "vllm",
+                                 max_output_tokens=BUNDLED_MAX_OUTPUT_TOKENS if self.kind == "bundled" else None)
         self._write_state(detach)
         progress(f"{self.name} ready: {self.base_url} model={self.served_model} "
                  f"context={self.spec.context_limit}")
@@ -406,7 +409,8 @@ def ensure_bundled_server(model: str = bundled.DEFAULT_MODEL, port: int = DEFAUL
         state_path(name).unlink(missing_ok=True)
     if port_in_use(port, host):
         if _health(host, port) and _serves_model(host, port, model):
-            return EndpointSpec(base_url=f"http://{host}:{port}/v1", model=model, supports_n=True)
+            return EndpointSpec(base_url=f"http://{host}:{port}/v1", model=model, supports_n=True,
+                                max_output_tokens=BUNDLED_MAX_OUTPUT_TOKENS)
         raise ServerStartError(f"port {port} is taken by something that is not a healthy {model} server; "
                                "pass another port or stop it (rise serve status)")
     server = ServerProcess.bundled(model, port, **kwargs)

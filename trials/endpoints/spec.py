@@ -30,6 +30,8 @@ class EndpointSpec(BaseModel):
     supports_n: bool | None = Field(default=None, description="server honours n>1; None means probe")
     supports_choice: bool | None = Field(default=None, description="vLLM structured_outputs choice")
     timeout_sec: float = 600.0
+    max_output_tokens: int | None = Field(
+        default=None, ge=1, description="ceiling on max_tokens for every request (slow CPU servers)")
 
     def api_key(self) -> str:
         """The key from the named variable; servers without auth get a placeholder."""
