@@ -18,6 +18,10 @@ adoption per round: later candidates were branched from the same incumbent); its
 ``versions/v(t+1)/`` points at its evaluation as the new reference corpus; ledger ``Adoption``. Every other
 candidate gets a ``Rejection`` with its reason and the stable-pass regressions listed.
 
+The stages live in their own files: creation and switches in ``evolve.candidates``, checks and screening in
+``evolve.checks``, spending limits in ``evolve.budget``, the round's data types in ``evolve.round_model``; this
+file holds the round itself, reference and control grids, evaluation and publication.
+
 Every step is a keyed ledger event, written after its work is durable, so ``--resume`` after ``kill -9`` skips
 what is finished and redoes only the unit in flight. Keys (C = candidate commit, I = incumbent commit):
 
@@ -36,22 +40,13 @@ is (evaluation, reference, heldout, control).
 from __future__ import annotations
 
 import asyncio
-import json
-import logging
 import os
-import re
-import tomllib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import git
-from pydantic import BaseModel, ConfigDict, Field
-
 from trials.agents import harness_agent
-from trials.errors import RiseError
 from trials.metrics import compare
-from trials.results import TrialResult
 from trials.runner import EnvFactory
 from validate.adoption import decide
 from validate.evaluate import (
@@ -61,177 +56,33 @@ from validate.evaluate import (
     grid_of_job,
     kill_point,
     run_grid,
-    screen,
     stop_when_decided,
 )
 
-from .ledger import (
-    Adoption,
-    CandidateCreated,
-    CheckResult,
-    Evaluation,
-    Ledger,
-    Rejection,
-    RoundStart,
-    Screening,
-    TrialDone,
+from .budget import check_budget
+from .candidates import COMMIT_MARK, CandidateCreation, patch_strip, set_toml_value
+from .checks import Checks, CheckStages
+from .ledger import Adoption, Evaluation, Rejection, RoundStart
+from .round_model import (
+    CandidateInput,
+    CandidateReport,
+    ControllerError,
+    LedgerBook,
+    Proposal,
+    RoundReport,
+    Stop,
+    missing_cells,
+    with_regressions,
 )
 from .store import Experiment
 
-log = logging.getLogger(__name__)
-COMMIT_MARK = "rise candidate"
+__all__ = ["COMMIT_MARK", "CandidateInput", "CandidateReport", "Checks", "Controller", "ControllerError",
+           "LedgerBook", "Proposal", "RoundReport", "patch_strip", "run_reference", "run_round", "set_toml_value"]
 
 
-class ControllerError(RiseError):
-    pass
+class Controller(CandidateCreation, CheckStages):
+    """One experiment's round machinery; its stages live in the mixins and the methods below."""
 
-
-class Proposal(BaseModel):
-    """What a candidate claims (from the proposer, or a file next to a patch): the screening reads it."""
-
-    model_config = ConfigDict(extra="allow")
-    mechanism: str = ""
-    summary: str = ""
-    tasks: list[str] = Field(default_factory=list, description="tasks it concerns (screening); empty: all dev")
-    boundaries: list[str] = Field(default_factory=list, description="spans that show it ran; empty: contracts'")
-
-
-@dataclass
-class CandidateInput:
-    slug: str
-    source: str  # a patch file, or a branch/commit of the harness repo
-    proposal: Proposal = field(default_factory=Proposal)
-
-
-@dataclass
-class CandidateReport:
-    slug: str
-    commit: str = ""
-    status: str = "pending"  # adopted | rejected | blocked | pending
-    reason: str = ""
-    version: str | None = None
-    regressions: list[str] = field(default_factory=list)
-    decision: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class RoundReport:
-    round: int
-    incumbent: str
-    candidates: list[CandidateReport]
-    adopted: str | None = None
-
-    @property
-    def blocked(self) -> bool:
-        return any(c.status == "blocked" for c in self.candidates)
-
-
-@dataclass
-class Checks:
-    """The check stage's two functions (real ones by default; tests may pass stand-ins).
-
-    ``smoke(dir, out_dir) -> (passed, details)``; ``contracts(candidate, incumbent, frozen_path, repair, max_repairs,
-    out_dir) -> (passed, details)`` (async)."""
-
-    smoke: Any = None
-    contracts: Any = None
-
-    @classmethod
-    def default(cls) -> Checks:
-        return cls(_real_smoke, _real_contracts)
-
-
-async def _real_smoke(harness_dir: Path, out_dir: Path) -> tuple[bool, dict[str, Any]]:
-    from validate.smoke import asmoke_check
-
-    res = await asmoke_check(harness_dir, out_dir)
-    return res.passed, {"summary": res.summary(), "failures": res.failures(), "trial_dir": res.trial_dir,
-                        "out_dir": str(out_dir)}
-
-
-async def _real_contracts(candidate: Path, incumbent: Path, frozen: Path, repair: Any, max_repairs: int,
-                          out_dir: Path) -> tuple[bool, dict[str, Any]]:
-    from validate.contracts import arun_contracts
-
-    rep = await arun_contracts(candidate, incumbent, frozen, repair=repair, max_repairs=max_repairs, out_dir=out_dir)
-    return rep.passed, {"summary": rep.summary(), "mechanisms": rep.mechanisms, "repairs": rep.repairs,
-                        "failures": [str(f) for f in rep.failures][:50], "out_dir": str(out_dir)}
-
-
-class LedgerBook:
-    """Books a grid's trials as ``TrialDone`` keyed ``<prefix>:<task>:<rep>`` (⊥ attempts: ``…:infra<n>``)."""
-
-    def __init__(self, led: Ledger, root: Path, commit: str, prefix: str, purpose: str):
-        self.led, self.root, self.commit, self.prefix = led, root, commit, prefix
-        self.purpose = purpose
-
-    def finished(self, task: str, rep: int) -> bool:
-        return self.led.done(f"{self.prefix}:{task}:{rep}")
-
-    def record(self, result: TrialResult, trial_dir: Path) -> None:
-        key = f"{self.prefix}:{result.task_name}:{result.repetition}"
-        if result.is_infra:
-            n = 1
-            while self.led.done(f"{key}:infra{n}"):
-                n += 1
-            key = f"{key}:infra{n}"
-        rel = os.path.relpath(trial_dir, self.root)
-        self.led.append(TrialDone(key=key, commit=self.commit, purpose=self.purpose, task=result.task_name,
-                                  rep=result.repetition, status=result.status, trial_dir=rel))
-
-
-# ------------------------------------------------------------------------------------------ git helpers
-def patch_strip(patch: Path) -> int:
-    """The ``-p`` level for a patch: 2 when its paths are under ``harness_seed/`` or ``harness/``."""
-    paths = re.findall(r"^(?:---|\+\+\+) (?:a|b)/(\S+)", patch.read_text(), flags=re.MULTILINE)
-    paths = [p for p in paths if p != "/dev/null"]
-    for prefix in ("harness_seed/", "harness/"):
-        if paths and all(p.startswith(prefix) for p in paths):
-            return 2
-    return 1
-
-
-def set_toml_value(path: Path, dotted: str, value: Any) -> bool:
-    """Set one existing ``section.key`` of a TOML file in place, comments kept; True when the file changed."""
-    import tomli_w
-
-    section, _, name = dotted.rpartition(".")
-    lines = path.read_text().splitlines(keepends=True)
-    rendered = tomli_w.dumps({"x": value}).split("=", 1)[1].strip()
-    current = None
-    for i, line in enumerate(lines):
-        head = re.match(r"^\s*\[([^\[\]]+)\]\s*(#.*)?$", line)
-        if head:
-            current = head.group(1).strip()
-            continue
-        m = re.match(rf"^(\s*{re.escape(name)}\s*=\s*)([^#\n]*?)(\s*#.*)?(\n?)$", line)
-        if current == section and m:
-            new = f"{m.group(1)}{rendered}{m.group(3) or ''}{m.group(4)}"
-            if new == line:
-                return False
-            lines[i] = new
-            text = "".join(lines)
-            node: Any = tomllib.loads(text)
-            for part in dotted.split("."):
-                node = node[part]
-            if node != value:
-                raise ControllerError(f"{path}: could not set {dotted} to {value!r}")
-            path.write_text(text)
-            return True
-    return False
-
-
-def _boundaries_added(candidate: Path, incumbent: Path) -> list[str]:
-    def targets(d: Path) -> list[str]:
-        p = d / "recording.toml"
-        return [b["target"] for b in tomllib.loads(p.read_text()).get("boundary", [])] if p.is_file() else []
-
-    old = set(targets(incumbent))
-    return [t for t in targets(candidate) if t not in old]
-
-
-# ------------------------------------------------------------------------------------------ the controller
-class Controller:
     def __init__(self, exp: Experiment, *, checks: Checks | None = None, repair: Any = None, max_repairs: int = 2,
                  env_factory: EnvFactory | None = None, progress: bool = False, infra_retries: int = 1):
         self.exp, self.cfg, self.led = exp, exp.config, exp.ledger
@@ -272,29 +123,8 @@ class Controller:
                         r=r, job_dir=job_dir, endpoint=self.cfg.endpoint, env_kind=self.cfg.env,
                         concurrency=self.cfg.concurrency)
 
-    def check_budget(self) -> None:
-        """Refuse to start another grid once the experiment's trials have spent a budget of experiment.toml.
-
-        Checked before each grid (a grid under way may overshoot by at most its own size); trials a kill cut off
-        count too. Raising the budget in experiment.toml and resuming continues where the run stopped."""
-        from .report import experiment_spend
-
-        budgets = self.cfg.budgets
-        if budgets.max_trials is None and budgets.max_usd is None:
-            return
-        trials = usd = 0.0
-        for part in experiment_spend(self.exp).values():
-            trials += part.trials
-            usd += part.usd
-        if budgets.max_trials is not None and trials >= budgets.max_trials:
-            raise ControllerError(f"{self.exp.config_path}: budget spent: {int(trials)} trials run, "
-                                  f"budgets.max_trials = {budgets.max_trials}")
-        if budgets.max_usd is not None and usd >= budgets.max_usd:
-            raise ControllerError(f"{self.exp.config_path}: budget spent: ${usd:.4f}, "
-                                  f"budgets.max_usd = {budgets.max_usd}")
-
     async def grid(self, plan: GridPlan, commit: str, prefix: str, *, stop: Any = None) -> GridOutcome:
-        self.check_budget()
+        check_budget(self.exp)
         book = LedgerBook(self.led, self.exp.root, commit, prefix, plan.purpose)
         return await run_grid(plan, book, stop=stop, env_factory=self.env_factory, progress=self.progress,
                               infra_retries=self.infra_retries)
@@ -318,7 +148,7 @@ class Controller:
                               commit, f"{commit}:reference")
         if not out.complete:
             raise ControllerError(f"the reference runs of {tag} are incomplete ({len(out.metrics.missing)} cells ⊥ "
-                                  f"or missing: {_cells(out)}); rerun with --resume")
+                                  f"or missing: {missing_cells(out)}); rerun with --resume")
         self._write_version(tag, commit, None, vdir / "reference")
         self._evaluation_event(f"{commit}:reference", commit, out, "reference")
         kill_point("reference")
@@ -375,7 +205,7 @@ class Controller:
             reports.append(rep)
             try:
                 await self.candidate(round_no, incumbent, cand, baseline, rep)
-            except _Stop as stop:
+            except Stop as stop:
                 rep.status, rep.reason = stop.status, stop.reason
         report = RoundReport(round_no, incumbent, reports)
         if not report.blocked:
@@ -420,147 +250,19 @@ class Controller:
             cells = [f"{m.task}#{m.repetition} ({m.reason})" for m in out.metrics.missing if m.reason != "missing"]
             self.led.append(Rejection(key=f"{commit}:blocked:{n}", commit=commit, reason=d.reason,
                                       decision={**info, "blocked": True, "final": False, "cells": cells}))
-            raise _Stop("blocked", d.reason)
+            raise Stop("blocked", d.reason)
         kill_point("decision")
         if d.adopt:
             rep.status, rep.reason = "adopt?", d.reason  # settled at publication
         else:
-            self.reject(commit, rep, _with_regressions(d.reason, d.regressions), info)
+            self.reject(commit, rep, with_regressions(d.reason, d.regressions), info)
 
     def reject(self, commit: str, rep: CandidateReport, reason: str, decision: dict[str, Any]) -> None:
         rep.status, rep.reason = "rejected", reason
         if not self.led.done(f"{commit}:decision"):
             self.led.append(Rejection(key=f"{commit}:decision", commit=commit, reason=reason,
                                       decision={**decision, "reason": reason, "final": True}))
-        raise _Stop("rejected", reason)
-
-    # -- stage 1: creation -----------------------------------------------------------------------------------
-    def create(self, round_no: int, incumbent: str, cand: CandidateInput) -> tuple[str, Path]:
-        key = f"r{round_no:02d}:{cand.slug}:created"
-        found = self.led.find("candidate_created", key=key)
-        branch = f"cand/r{round_no:02d}-{cand.slug}"
-        if found:
-            wt = self.exp.root / "worktrees" / f"r{round_no:02d}-{cand.slug}" / "harness"
-            if not wt.exists():
-                self.exp.create_candidate(round_no, cand.slug)
-            return self.current_commit(found[0].commit), wt
-        source = Path(cand.source)
-        is_patch = source.is_file()
-        base = self.exp.commit_of(incumbent) if is_patch else self.exp.commit_of(cand.source)
-        branch, wt = self.exp.create_candidate(round_no, cand.slug, base=base)
-        repo = git.Repo(wt)
-        head = repo.head.commit
-        ours = head.hexsha != base and head.message.startswith(COMMIT_MARK)
-        if is_patch and not ours:
-            if head.hexsha != base or repo.is_dirty(untracked_files=True):  # a half-made candidate of a kill
-                repo.git.reset("--hard", base)
-                repo.git.clean("-fdx")
-            repo.git.apply(f"-p{patch_strip(source)}", "--whitespace=nowarn", str(source.resolve()))
-        enabled = self.enable_switches(wt, self.version_dir(incumbent))
-        commit = self.exp.commit_worktree(wt, f"{COMMIT_MARK} {cand.slug} (round {round_no}) from {source.name}")
-        self.led.append(CandidateCreated(key=key, round=round_no, branch=branch, commit=commit, proposal={
-            "source": str(source.resolve()) if is_patch else cand.source, "enabled": enabled,
-            "proposal": cand.proposal.model_dump(mode="json")}))
-        kill_point("created")
-        return commit, wt
-
-    def enable_switches(self, wt: Path, incumbent_dir: Path) -> dict[str, Any]:
-        """Turn on the switch of each mechanism whose contract the candidate adds or changes."""
-        try:
-            from validate.contracts import changed_contracts, load_contracts
-        except ImportError:
-            return {}
-        contracts, _ = load_contracts(wt)
-        enabled = {}
-        for mech in changed_contracts(wt, incumbent_dir):
-            c = contracts.get(mech)
-            settings = wt / "settings.toml"
-            if c is not None and settings.is_file() and set_toml_value(settings, c.setting.key, c.setting.on):
-                enabled[c.setting.key] = c.setting.on
-        return enabled
-
-    def current_commit(self, commit: str) -> str:
-        """Follow repairs: a contracts check that repaired ``commit`` names the commit it led to."""
-        while True:
-            ev = self.led.find("check_result", key=f"{commit}:contracts")
-            nxt = ev[0].details.get("repaired_to") if ev else None
-            if not nxt:
-                return commit
-            commit = nxt
-
-    # -- stage 2: checks --------------------------------------------------------------------------------------
-    async def run_checks(self, incumbent: str, commit: str, wt: Path) -> tuple[str, Path]:
-        for attempt in range(1, self.max_repairs + 3):
-            smoke = self.led.find("check_result", key=f"{commit}:smoke")
-            if not smoke:
-                passed, details = await self.checks.smoke(wt, self.exp.root / "checks" / commit[:12] / "smoke")
-                smoke = [self.led.append(CheckResult(key=f"{commit}:smoke", commit=commit, stage="smoke",
-                                                     passed=passed, details=details, attempt=attempt))]
-                kill_point("smoke")
-            if not smoke[0].passed:
-                self.reject(commit, CandidateReport(""), f"smoke check failed: {_why(smoke[0].details)}",
-                            {"stage": "smoke", "details": smoke[0].details})
-            ev = self.led.find("check_result", key=f"{commit}:contracts")
-            if not ev:
-                out = self.exp.root / "checks" / commit[:12] / "contracts"
-                passed, details = await self.checks.contracts(wt, self.version_dir(incumbent),
-                                                              self.exp.root / "contracts_frozen.json",
-                                                              self.repair, self.max_repairs, out)
-                new = commit if self.repair is None else \
-                    self.exp.commit_worktree(wt, f"{COMMIT_MARK} repair of {commit[:12]} after contracts")
-                if new != commit:  # the repair loop changed the code: the last attempt ran on `new`
-                    self.led.append(CheckResult(key=f"{commit}:contracts", commit=commit, stage="contracts",
-                                                passed=False, details={**details, "repaired_to": new},
-                                                attempt=attempt))
-                    self.led.append(CheckResult(key=f"{new}:contracts", commit=new, stage="contracts",
-                                                passed=passed, details=details, attempt=attempt + 1))
-                    commit = new
-                    continue  # smoke again on the repaired commit
-                ev = [self.led.append(CheckResult(key=f"{commit}:contracts", commit=commit, stage="contracts",
-                                                  passed=passed, details=details, attempt=attempt))]
-                kill_point("contracts")
-            if ev[0].details.get("repaired_to"):
-                commit = ev[0].details["repaired_to"]
-                continue
-            if not ev[0].passed:
-                self.reject(commit, CandidateReport(""), f"contracts failed: {_why(ev[0].details)}",
-                            {"stage": "contracts", "details": ev[0].details})
-            return commit, wt
-        raise ControllerError(f"{commit[:12]}: checks did not settle after {self.max_repairs} repairs")
-
-    # -- stage 3: screening ---------------------------------------------------------------------------------
-    async def run_screening(self, round_no: int, cand: CandidateInput, commit: str, wt: Path,
-                            incumbent: str) -> None:
-        key = f"{commit}:screening"
-        ev = self.led.find("screening", key=key)
-        if not ev:
-            dev = self.dev_tasks()
-            sealed = set(self.cfg.tasks.heldout)
-            tasks = [t for t in cand.proposal.tasks if t not in sealed] or dev
-            boundaries = cand.proposal.boundaries or self._contract_spans(wt, incumbent) or \
-                _boundaries_added(wt, self.version_dir(incumbent))
-            job = self.exp.root / "rounds" / f"r{round_no:02d}" / cand.slug / "screening"
-            book = LedgerBook(self.led, self.exp.root, commit, key, "screening")
-            res = await screen(self.plan("screening", wt, tasks, 1, job), book, boundaries,
-                               env_factory=self.env_factory, progress=self.progress)
-            details = res.details()
-            if res.inconclusive:
-                raise _Stop("blocked", f"screening inconclusive: {details['reason']} and ⊥ trials "
-                            f"({details['trials']}); rerun with --resume")
-            ev = [self.led.append(Screening(key=key, commit=commit, passed=res.passed,
-                                            mechanism_ran=res.mechanism_ran, details=details))]
-            kill_point("screening")
-        if not ev[0].passed:
-            self.reject(commit, CandidateReport(""), f"screening: the mechanism did not run "
-                        f"({ev[0].details.get('reason')})", {"stage": "screening", "details": ev[0].details})
-
-    def _contract_spans(self, wt: Path, incumbent: str) -> list[str]:
-        try:
-            from validate.contracts import changed_contracts, mechanism_spans
-        except ImportError:
-            return []
-        changed = changed_contracts(wt, self.version_dir(incumbent))
-        return sorted({s for spans in mechanism_spans(wt, changed).values() for s in spans}) if changed else []
+        raise Stop("rejected", reason)
 
     # -- stage 4: evaluation ---------------------------------------------------------------------------------
     async def evaluate(self, round_no: int, slug: str, commit: str, wt: Path, baseline: dict) -> GridOutcome:
@@ -593,7 +295,7 @@ class Controller:
                        f"with Pass@1 {w.decision.get('pass_at_1')}")
                 try:
                     self.reject(c.commit, c, why, c.decision)
-                except _Stop:
+                except Stop:
                     pass
         report.adopted = adopted[0].version if adopted else None
 
@@ -607,8 +309,8 @@ class Controller:
             out = await self.grid(self.plan("evaluation", wt, self.dev_tasks(), self.cfg.r, job), c.commit,
                                   c.commit)  # completes a grid that curtailment cut short; runs nothing else
             if not out.complete:
-                raise _Stop("blocked", f"the evaluation of {c.slug} could not be completed as {version}'s "
-                            f"reference corpus ({_cells(out)}); rerun with --resume")
+                raise Stop("blocked", f"the evaluation of {c.slug} could not be completed as {version}'s "
+                            f"reference corpus ({missing_cells(out)}); rerun with --resume")
             tag = self.exp.tag_version(c.commit, f"{version}: {c.slug} (round {round_no})")
             if tag != version:
                 raise ControllerError(f"tagged {tag}, expected {version}: the harness repo changed under the run")
@@ -623,27 +325,6 @@ class Controller:
                                      decision={**c.decision, "reason": c.reason}))
             kill_point("publication")
         c.status, c.version = "adopted", version
-
-
-class _Stop(Exception):
-    def __init__(self, status: str, reason: str):
-        super().__init__(reason)
-        self.status, self.reason = status, reason
-
-
-def _with_regressions(reason: str, regressions: list[str]) -> str:
-    return reason + (f"; regressions of stable passes: {', '.join(regressions)}" if regressions else "")
-
-
-def _why(details: dict[str, Any]) -> str:
-    for k in ("summary", "reason", "error", "message"):
-        if details.get(k):
-            return str(details[k])[:500]
-    return json.dumps(details, default=str)[:500]
-
-
-def _cells(out: GridOutcome) -> str:
-    return ", ".join(f"{m.task}#{m.repetition} ({m.reason})" for m in out.metrics.missing[:8])
 
 
 def run_round(exp: Experiment, round_no: int, candidates: list[Any], resume: bool = True,

@@ -1,0 +1,129 @@
+"""Stage 1 of a round: a candidate's branch and worktree from the incumbent, its patch applied, the switches of
+the mechanisms whose contracts it adds or changes turned on in ``settings.toml``, one commit. Repairs later move
+a candidate on to another commit; :meth:`CandidateCreation.current_commit` follows them."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import git
+
+from validate.evaluate import kill_point
+
+from .ledger import CandidateCreated
+from .round_model import CandidateInput, ControllerError
+
+COMMIT_MARK = "rise candidate"
+
+
+def patch_strip(patch: Path) -> int:
+    """The ``-p`` level for a patch: 2 when its paths are under ``harness_seed/`` or ``harness/``."""
+    paths = re.findall(r"^(?:---|\+\+\+) (?:a|b)/(\S+)", patch.read_text(), flags=re.MULTILINE)
+    paths = [p for p in paths if p != "/dev/null"]
+    for prefix in ("harness_seed/", "harness/"):
+        if paths and all(p.startswith(prefix) for p in paths):
+            return 2
+    return 1
+
+
+def set_toml_value(path: Path, dotted: str, value: Any) -> bool:
+    """Set one existing ``section.key`` of a TOML file in place, comments kept; True when the file changed."""
+    import tomli_w
+
+    section, _, name = dotted.rpartition(".")
+    lines = path.read_text().splitlines(keepends=True)
+    rendered = tomli_w.dumps({"x": value}).split("=", 1)[1].strip()
+    current = None
+    for i, line in enumerate(lines):
+        head = re.match(r"^\s*\[([^\[\]]+)\]\s*(#.*)?$", line)
+        if head:
+            current = head.group(1).strip()
+            continue
+        m = re.match(rf"^(\s*{re.escape(name)}\s*=\s*)([^#\n]*?)(\s*#.*)?(\n?)$", line)
+        if current == section and m:
+            new = f"{m.group(1)}{rendered}{m.group(3) or ''}{m.group(4)}"
+            if new == line:
+                return False
+            lines[i] = new
+            text = "".join(lines)
+            node: Any = tomllib.loads(text)
+            for part in dotted.split("."):
+                node = node[part]
+            if node != value:
+                raise ControllerError(f"{path}: could not set {dotted} to {value!r}")
+            path.write_text(text)
+            return True
+    return False
+
+
+def boundaries_added(candidate: Path, incumbent: Path) -> list[str]:
+    """Boundaries of ``recording.toml`` the candidate adds to the incumbent's (screening's last resort)."""
+    def targets(d: Path) -> list[str]:
+        p = d / "recording.toml"
+        return [b["target"] for b in tomllib.loads(p.read_text()).get("boundary", [])] if p.is_file() else []
+
+    old = set(targets(incumbent))
+    return [t for t in targets(candidate) if t not in old]
+
+
+class CandidateCreation:
+    """The creation stage of :class:`evolve.controller.Controller` (a mixin: it uses the controller's ``exp``,
+    ``led`` and ``version_dir``)."""
+
+    def create(self, round_no: int, incumbent: str, cand: CandidateInput) -> tuple[str, Path]:
+        """Make (or find again, after a kill) the candidate's commit and worktree; returns both."""
+        key = f"r{round_no:02d}:{cand.slug}:created"
+        found = self.led.find("candidate_created", key=key)
+        branch = f"cand/r{round_no:02d}-{cand.slug}"
+        if found:
+            wt = self.exp.root / "worktrees" / f"r{round_no:02d}-{cand.slug}" / "harness"
+            if not wt.exists():
+                self.exp.create_candidate(round_no, cand.slug)
+            return self.current_commit(found[0].commit), wt
+        source = Path(cand.source)
+        is_patch = source.is_file()
+        base = self.exp.commit_of(incumbent) if is_patch else self.exp.commit_of(cand.source)
+        branch, wt = self.exp.create_candidate(round_no, cand.slug, base=base)
+        repo = git.Repo(wt)
+        head = repo.head.commit
+        ours = head.hexsha != base and head.message.startswith(COMMIT_MARK)
+        if is_patch and not ours:
+            if head.hexsha != base or repo.is_dirty(untracked_files=True):  # a half-made candidate of a kill
+                repo.git.reset("--hard", base)
+                repo.git.clean("-fdx")
+            repo.git.apply(f"-p{patch_strip(source)}", "--whitespace=nowarn", str(source.resolve()))
+        enabled = self.enable_switches(wt, self.version_dir(incumbent))
+        commit = self.exp.commit_worktree(wt, f"{COMMIT_MARK} {cand.slug} (round {round_no}) from {source.name}")
+        self.led.append(CandidateCreated(key=key, round=round_no, branch=branch, commit=commit, proposal={
+            "source": str(source.resolve()) if is_patch else cand.source, "enabled": enabled,
+            "proposal": cand.proposal.model_dump(mode="json")}))
+        kill_point("created")
+        return commit, wt
+
+    def enable_switches(self, wt: Path, incumbent_dir: Path) -> dict[str, Any]:
+        """Turn on the switch of each mechanism whose contract the candidate adds or changes."""
+        try:
+            from validate.contracts import changed_contracts, load_contracts
+        except ImportError:
+            return {}
+        contracts, _ = load_contracts(wt)
+        enabled = {}
+        for mech in changed_contracts(wt, incumbent_dir):
+            c = contracts.get(mech)
+            settings = wt / "settings.toml"
+            if c is not None and settings.is_file() and set_toml_value(settings, c.setting.key, c.setting.on):
+                enabled[c.setting.key] = c.setting.on
+        return enabled
+
+    def current_commit(self, commit: str) -> str:
+        """Follow repairs: a contracts check that repaired ``commit`` names the commit it led to."""
+        while True:
+            ev = self.led.find("check_result", key=f"{commit}:contracts")
+            nxt = ev[0].details.get("repaired_to") if ev else None
+            if not nxt:
+                return commit
+            commit = nxt
+

@@ -1,0 +1,126 @@
+"""Stages 2 and 3 of a round: the checks (smoke, then contracts with the repair hook; a repaired worktree is
+committed and smoke-checked again) and the screening (the candidate on the tasks its proposal concerns, r=1:
+the mechanism must show in the spans)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from validate.evaluate import kill_point, screen
+
+from .candidates import COMMIT_MARK, boundaries_added
+from .ledger import CheckResult, Screening
+from .round_model import CandidateInput, CandidateReport, ControllerError, LedgerBook, Stop, why
+
+
+@dataclass
+class Checks:
+    """The check stage's two functions (real ones by default; tests may pass stand-ins).
+
+    ``smoke(dir, out_dir) -> (passed, details)``; ``contracts(candidate, incumbent, frozen_path, repair, max_repairs,
+    out_dir) -> (passed, details)`` (async)."""
+
+    smoke: Any = None
+    contracts: Any = None
+
+    @classmethod
+    def default(cls) -> Checks:
+        return cls(_real_smoke, _real_contracts)
+
+
+async def _real_smoke(harness_dir: Path, out_dir: Path) -> tuple[bool, dict[str, Any]]:
+    from validate.smoke import asmoke_check
+
+    res = await asmoke_check(harness_dir, out_dir)
+    return res.passed, {"summary": res.summary(), "failures": res.failures(), "trial_dir": res.trial_dir,
+                        "out_dir": str(out_dir)}
+
+
+async def _real_contracts(candidate: Path, incumbent: Path, frozen: Path, repair: Any, max_repairs: int,
+                          out_dir: Path) -> tuple[bool, dict[str, Any]]:
+    from validate.contracts import arun_contracts
+
+    rep = await arun_contracts(candidate, incumbent, frozen, repair=repair, max_repairs=max_repairs, out_dir=out_dir)
+    return rep.passed, {"summary": rep.summary(), "mechanisms": rep.mechanisms, "repairs": rep.repairs,
+                        "failures": [str(f) for f in rep.failures][:50], "out_dir": str(out_dir)}
+
+
+class CheckStages:
+    """The check and screening stages of :class:`evolve.controller.Controller` (a mixin: it uses the
+    controller's ``exp``, ``led``, ``checks``, ``repair``, ``version_dir``, ``plan`` and ``reject``)."""
+
+    async def run_checks(self, incumbent: str, commit: str, wt: Path) -> tuple[str, Path]:
+        for attempt in range(1, self.max_repairs + 3):
+            smoke = self.led.find("check_result", key=f"{commit}:smoke")
+            if not smoke:
+                passed, details = await self.checks.smoke(wt, self.exp.root / "checks" / commit[:12] / "smoke")
+                smoke = [self.led.append(CheckResult(key=f"{commit}:smoke", commit=commit, stage="smoke",
+                                                     passed=passed, details=details, attempt=attempt))]
+                kill_point("smoke")
+            if not smoke[0].passed:
+                self.reject(commit, CandidateReport(""), f"smoke check failed: {why(smoke[0].details)}",
+                            {"stage": "smoke", "details": smoke[0].details})
+            ev = self.led.find("check_result", key=f"{commit}:contracts")
+            if not ev:
+                out = self.exp.root / "checks" / commit[:12] / "contracts"
+                passed, details = await self.checks.contracts(wt, self.version_dir(incumbent),
+                                                              self.exp.root / "contracts_frozen.json",
+                                                              self.repair, self.max_repairs, out)
+                new = commit if self.repair is None else \
+                    self.exp.commit_worktree(wt, f"{COMMIT_MARK} repair of {commit[:12]} after contracts")
+                if new != commit:  # the repair loop changed the code: the last attempt ran on `new`
+                    self.led.append(CheckResult(key=f"{commit}:contracts", commit=commit, stage="contracts",
+                                                passed=False, details={**details, "repaired_to": new},
+                                                attempt=attempt))
+                    self.led.append(CheckResult(key=f"{new}:contracts", commit=new, stage="contracts",
+                                                passed=passed, details=details, attempt=attempt + 1))
+                    commit = new
+                    continue  # smoke again on the repaired commit
+                ev = [self.led.append(CheckResult(key=f"{commit}:contracts", commit=commit, stage="contracts",
+                                                  passed=passed, details=details, attempt=attempt))]
+                kill_point("contracts")
+            if ev[0].details.get("repaired_to"):
+                commit = ev[0].details["repaired_to"]
+                continue
+            if not ev[0].passed:
+                self.reject(commit, CandidateReport(""), f"contracts failed: {why(ev[0].details)}",
+                            {"stage": "contracts", "details": ev[0].details})
+            return commit, wt
+        raise ControllerError(f"{commit[:12]}: checks did not settle after {self.max_repairs} repairs")
+
+    # -- stage 3: screening ---------------------------------------------------------------------------------
+    async def run_screening(self, round_no: int, cand: CandidateInput, commit: str, wt: Path,
+                            incumbent: str) -> None:
+        key = f"{commit}:screening"
+        ev = self.led.find("screening", key=key)
+        if not ev:
+            dev = self.dev_tasks()
+            sealed = set(self.cfg.tasks.heldout)
+            tasks = [t for t in cand.proposal.tasks if t not in sealed] or dev
+            boundaries = cand.proposal.boundaries or self._contract_spans(wt, incumbent) or \
+                boundaries_added(wt, self.version_dir(incumbent))
+            job = self.exp.root / "rounds" / f"r{round_no:02d}" / cand.slug / "screening"
+            book = LedgerBook(self.led, self.exp.root, commit, key, "screening")
+            res = await screen(self.plan("screening", wt, tasks, 1, job), book, boundaries,
+                               env_factory=self.env_factory, progress=self.progress)
+            details = res.details()
+            if res.inconclusive:
+                raise Stop("blocked", f"screening inconclusive: {details['reason']} and ⊥ trials "
+                            f"({details['trials']}); rerun with --resume")
+            ev = [self.led.append(Screening(key=key, commit=commit, passed=res.passed,
+                                            mechanism_ran=res.mechanism_ran, details=details))]
+            kill_point("screening")
+        if not ev[0].passed:
+            self.reject(commit, CandidateReport(""), f"screening: the mechanism did not run "
+                        f"({ev[0].details.get('reason')})", {"stage": "screening", "details": ev[0].details})
+
+    def _contract_spans(self, wt: Path, incumbent: str) -> list[str]:
+        try:
+            from validate.contracts import changed_contracts, mechanism_spans
+        except ImportError:
+            return []
+        changed = changed_contracts(wt, self.version_dir(incumbent))
+        return sorted({s for spans in mechanism_spans(wt, changed).values() for s in spans}) if changed else []
+
