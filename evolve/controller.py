@@ -63,6 +63,7 @@ from .budget import check_budget
 from .candidates import COMMIT_MARK, CandidateCreation, patch_strip, set_toml_value
 from .checks import Checks, CheckStages
 from .ledger import Adoption, Evaluation, Rejection, RoundStart
+from .lock import experiment_lock
 from .round_model import (
     CandidateInput,
     CandidateReport,
@@ -333,9 +334,11 @@ def run_round(exp: Experiment, round_no: int, candidates: list[Any], resume: boo
     proposal])`` tuples. Options: ``checks``, ``repair``, ``max_repairs``, ``env_factory``, ``progress``."""
     inputs = [c if isinstance(c, CandidateInput) else
               CandidateInput(c[0], str(c[1]), Proposal.model_validate(c[2] if len(c) > 2 else {})) for c in candidates]
-    return asyncio.run(Controller(exp, **options).round(round_no, inputs, resume))
+    with experiment_lock(exp.root):
+        return asyncio.run(Controller(exp, **options).round(round_no, inputs, resume))
 
 
 def run_reference(exp: Experiment, version: str | None = None, **options: Any) -> Path:
     """Run (or finish) the reference corpus of a version (default: the incumbent)."""
-    return asyncio.run(Controller(exp, **options).ensure_reference(version or exp.incumbent()))
+    with experiment_lock(exp.root):
+        return asyncio.run(Controller(exp, **options).ensure_reference(version or exp.incumbent()))
