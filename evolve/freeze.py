@@ -3,7 +3,7 @@
 The file is a gzipped tar holding ``manifest.json`` and ``harness/`` (the package at the version's commit).
 The manifest records the experiment, version, commit, the sha256 of every file, the settings, and the model the
 version was evolved for. ``rise eval --agent FILE`` runs it (``trials.agents.resolve_agent`` unpacks it);
-:func:`verify_frozen` re-checks every hash.
+:func:`verify_frozen` re-checks every hash (and ``resolve_agent`` does so before every run).
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ import os
 import tarfile
 from datetime import UTC, datetime
 from pathlib import Path
+
+from trials.agents import frozen_mismatches
 
 from .store import Experiment
 
@@ -63,10 +65,6 @@ def freeze(exp: Experiment, version: str, out: Path) -> dict:
 
 
 def verify_frozen(harness_dir: Path, manifest: dict) -> list[str]:
-    """Files of an unpacked frozen harness whose content no longer matches the manifest."""
-    bad = []
-    for rel, digest in manifest.get("files", {}).items():
-        p = harness_dir / rel
-        if not p.is_file() or _sha(p.read_bytes()) != digest:
-            bad.append(rel)
-    return bad
+    """Files of an unpacked frozen harness whose content no longer matches the manifest (changed, missing or
+    added); the same check ``rise eval --agent FILE`` makes before it runs a frozen harness."""
+    return frozen_mismatches(harness_dir, manifest)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import sys
@@ -48,7 +49,8 @@ def test_frozen_file_is_extracted_once(tmp_path, monkeypatch):
     monkeypatch.setenv("RISE_CACHE", str(tmp_path / "cache"))
     d = _pkg(tmp_path / "src", "harness")
     out = tmp_path / "exp-v1.rhz"
-    manifest = {"name": "exp-v1", "version": "v1", "commit": "abcdef1234567890"}
+    files = {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in d.iterdir()}
+    manifest = {"name": "exp-v1", "version": "v1", "commit": "abcdef1234567890", "files": files}
     with tarfile.open(out, "w:gz") as tar:
         data = json.dumps(manifest).encode()
         info = tarfile.TarInfo("manifest.json")

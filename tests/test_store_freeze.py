@@ -68,3 +68,34 @@ def test_config_errors_name_the_field(tmp_path):
     p.write_text('name = "x"\nr = 0\n[endpoint]\nbase_url = "u"\nmodel = "m"\n[tasks]\ndir = "d"\n')
     with pytest.raises(ValueError, match=r"experiment.toml: \[r\]"):
         ExperimentConfig.load(p)
+
+
+def test_edited_frozen_cache_is_refused_at_run_time(tmp_path, seed, monkeypatch):
+    """Issue 15 item 3: ``rise eval --agent X.rhz`` verifies the unpacked harness against the frozen hashes."""
+    from typer.testing import CliRunner
+
+    from evolve.cli import app
+    from trials.agents import resolve_agent
+
+    monkeypatch.setenv("RISE_CACHE", str(tmp_path / "cache"))
+    exp = init_experiment("exp", _config(), runs_dir=tmp_path / "runs", seed_dir=seed)
+    out = tmp_path / "exp-v0.rhz"
+    freeze(exp, "v0", out)
+    agent = resolve_agent(str(out))
+    hdir = tmp_path / "cache" / "frozen"
+    assert agent.harness_version.endswith(exp.commit_of("v0")[:12]) and agent.harness_dir.startswith(str(hdir))
+    main = next(hdir.glob("*/harness/main.py"))
+    main.write_text("def main(argv=None):\n    return 1  # edited after freezing\n")
+    with pytest.raises(ValueError, match=r"does not match the frozen manifest .*: main\.py"):
+        resolve_agent(str(out))
+    res = CliRunner().invoke(app, ["eval", "--tasks", "data/starter", "--task", "hello-file", "--agent", str(out),
+                                   "--base-url", "http://127.0.0.1:9/v1", "--model", "m",
+                                   "--job-dir", str(tmp_path / "job"), "--no-progress"])
+    assert res.exit_code == 1 and "main.py" in res.output and "refusing to run it" in res.output
+    assert not (tmp_path / "job").exists()
+    # an added module is refused too, and a clean re-extraction runs again
+    main.write_bytes(exp.repo.commit("v0").tree["main.py"].data_stream.read())
+    assert resolve_agent(str(out)).harness_dir == agent.harness_dir
+    (main.parent / "sitecustomize.py").write_text("import os\n")
+    with pytest.raises(ValueError, match=r"sitecustomize\.py \(not in the manifest\)"):
+        resolve_agent(str(out))

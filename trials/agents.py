@@ -6,7 +6,8 @@ spec JSON) and ``{task}`` (the task folder on the host).
 
 ``resolve_agent(ref)`` understands: ``oracle``; ``seed`` (the ``harness_seed`` package of this project); a
 harness package directory; a frozen harness file (``.tar.gz``/``.tgz``/``.rhz``: a gzipped tar holding
-``harness/`` and ``manifest.json``, extracted once per content hash into the cache).
+``harness/`` and ``manifest.json``, extracted once per content hash into the cache and checked against the
+manifest's sha256 of every file each time it is resolved).
 
 This module is also the oracle's entry point: ``python -m trials.agents oracle --task DIR --spec PATH``.
 """
@@ -82,9 +83,44 @@ def harness_agent(harness_dir: Path, name: str | None = None, version: str | Non
                      harness_dir=str(harness_dir))
 
 
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def frozen_mismatches(harness_dir: Path, manifest: dict) -> list[str]:
+    """Files of an unpacked frozen harness that differ from the manifest's hashes: changed, missing, or added
+    (caches excluded). An empty list means the harness is exactly the frozen commit."""
+    files: dict[str, str] = manifest.get("files") or {}
+    bad = [rel for rel, digest in sorted(files.items())
+           if not (harness_dir / rel).is_file() or _sha256((harness_dir / rel).read_bytes()) != digest]
+    for path in sorted(p for p in harness_dir.rglob("*") if p.is_file()):
+        rel = path.relative_to(harness_dir)
+        if str(rel.as_posix()) not in files and not (_SKIP_PARTS.intersection(rel.parts) or path.suffix == ".pyc"):
+            bad.append(f"{rel.as_posix()} (not in the manifest)")
+    return bad
+
+
+def _archive_manifest(path: Path) -> dict:
+    """The manifest as the frozen file itself holds it (never the cached copy, which anyone may edit)."""
+    try:
+        with tarfile.open(path, "r:gz") as tar:
+            member = tar.extractfile("manifest.json")
+            if member is None:
+                raise KeyError("manifest.json")
+            manifest = json.loads(member.read())
+    except (tarfile.TarError, KeyError, OSError, ValueError) as exc:
+        raise ValueError(f"{path}: not a frozen harness (a gzipped tar with manifest.json): {exc}") from None
+    if not isinstance(manifest, dict) or not manifest.get("files"):
+        raise ValueError(f"{path}: manifest.json lists no file hashes; cannot verify the frozen harness")
+    return manifest
+
+
 def extract_frozen(path: Path) -> tuple[Path, dict]:
-    """Unpack a frozen harness once per content hash; returns (harness dir, manifest)."""
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    """Unpack a frozen harness once per content hash and verify every file against the archive's manifest;
+    returns (harness dir, manifest). ValueError naming the files when the unpacked copy (fresh or cached)
+    differs: an edited cache must never run under the frozen commit's name."""
+    digest = _sha256(path.read_bytes())
+    manifest = _archive_manifest(path)
     dest = cache_root() / "frozen" / digest[:16]
     if not (dest / "manifest.json").is_file():
         tmp = dest.with_name(dest.name + f".tmp{os.getpid()}")
@@ -97,7 +133,12 @@ def extract_frozen(path: Path) -> tuple[Path, dict]:
             os.replace(tmp, dest)
         except OSError:  # another process won the race; its copy is identical
             pass
-    manifest = json.loads((dest / "manifest.json").read_text())
+    bad = frozen_mismatches(dest / "harness", manifest)
+    if bad:
+        shown = ", ".join(bad[:10]) + (f" and {len(bad) - 10} more" if len(bad) > 10 else "")
+        raise ValueError(f"{path}: the unpacked harness in {dest / 'harness'} does not match the frozen "
+                         f"manifest (commit {manifest.get('commit')}): {shown}; refusing to run it. Remove {dest} "
+                         "to unpack afresh")
     return dest / "harness", manifest
 
 
