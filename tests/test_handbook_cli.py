@@ -67,8 +67,10 @@ def test_suggest_and_affected(toy):
 
 
 def test_errors_are_reported_not_raised(tmp_path):
-    result = runner.invoke(app, ["handbook", "check", str(tmp_path / "missing")])
+    # A narrow terminal (or none: Rich assumes 80 columns) must not wrap the message inside its path or words.
+    result = runner.invoke(app, ["handbook", "check", str(tmp_path / "missing")], env={"COLUMNS": "40"})
     assert result.exit_code == 2 and "not a harness directory" in result.output
+    assert str(tmp_path / "missing") in result.output
 
 
 def test_diff_and_affected_between_git_revisions(tmp_path):

@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from evolve.commands import console as _console
 from trials.agents import resolve_agent
 from trials.endpoints.spec import EndpointSpec
 from trials.errors import RiseError
@@ -25,8 +26,8 @@ from trials.results import JobConfig
 
 DEFAULT_MODEL = "qwen2.5-coder-1.5b"
 
-_out = Console(highlight=False)
-_err = Console(stderr=True, highlight=False)
+_out = _console.out()
+_err = _console.err()
 
 
 def parse_settings(items: list[str]) -> dict[str, Any]:

@@ -10,16 +10,16 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from evolve.commands import console as _console
 from trials.errors import RiseError
 
 from ..controller import CandidateInput, Proposal, RoundReport, run_reference, run_round
 from ..store import StoreError, open_experiment
 
-_out = Console(highlight=False)
-_err = Console(stderr=True, highlight=False)
+_out = _console.out()
+_err = _console.err()
 
 
 def _pairs(items: list[str], what: str) -> dict[str, str]:

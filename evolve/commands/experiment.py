@@ -6,14 +6,15 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
+
+from evolve.commands import console as _console
 
 from ..experiment import ExperimentConfig
 from ..freeze import freeze
 from ..store import StoreError, init_experiment, open_experiment
 
-console = Console()
+console = _console.out()
 ExpName = Annotated[str, typer.Argument(help="experiment name (under --runs-dir) or path")]
 RunsDir = Annotated[Path, typer.Option("--runs-dir", help="where experiments live")]
 

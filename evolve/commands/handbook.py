@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from evolve.commands import console as _console
 from handbook.callgraph import suggest, unclaimed
 from handbook.check import check_harness
 from handbook.diff import diff_handbooks, render_diff_html, render_diff_markdown
@@ -37,7 +38,7 @@ def _fail(console: Console, message: str) -> None:
 def check_cmd(path: HarnessDir,
               as_json: Annotated[bool, typer.Option("--json", help="print problems as JSON")] = False) -> None:
     """Check the Handbook against the code (ast), recording.toml and settings.toml; exit 1 on problems."""
-    console = Console()
+    console = _console.out()
     try:
         report = check_harness(path)
     except HandbookError as exc:
@@ -58,7 +59,7 @@ def render_cmd(path: HarnessDir,
                check: Annotated[bool, typer.Option("--check", help="only tell whether HANDBOOK.md is current "
                                                    "(exit 1 if not)")] = False) -> None:
     """Regenerate HANDBOOK.md from HANDBOOK.toml."""
-    console = Console()
+    console = _console.out()
     try:
         if check:
             current = rendering_is_current(path)
@@ -90,7 +91,7 @@ def diff_cmd(
     subdir: SubdirOpt = "",
 ) -> None:
     """Behaviours added, removed and changed field by field between two Handbooks (Markdown on stdout)."""
-    console = Console()
+    console = _console.out()
     try:
         diff = diff_handbooks(_load_version(old, repo, subdir), _load_version(new, repo, subdir), old, new)
     except HandbookError as exc:
@@ -109,7 +110,7 @@ def suggest_cmd(
 ) -> None:
     """Suggest implementing functions from the static call graph: helpers a behaviour's functions reach that
     no behaviour lists yet, and package functions nobody lists."""
-    console = Console()
+    console = _console.out()
     try:
         source = HarnessSource.from_dir(path)
         book = load_handbook(path)
@@ -144,7 +145,7 @@ def affected_cmd(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Behaviours whose functions (or settings, or recorded boundaries) changed between two versions."""
-    console = Console()
+    console = _console.out()
     try:
         report = affected_behaviours(HarnessSource.open(old, repo, subdir), HarnessSource.open(new, repo, subdir),
                                       old, new)
@@ -176,7 +177,7 @@ def spans_cmd(
 ) -> None:
     """Map a trial's recorded spans to behaviours (counts, or one behaviour's spans); exit 1 if any span maps
     to no behaviour."""
-    console = Console()
+    console = _console.out()
     try:
         book = load_handbook(harness)
         mapping = map_trial(book, trial, HarnessSource.from_dir(harness))

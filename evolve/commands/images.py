@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from evolve.commands import console as _console
 from trials.environments.docker import JOB_LABEL, TASK_IMAGE_REPO, TASK_LABEL
 from trials.environments.docker import reap_leftovers as reap_containers
 from trials.environments.images import BASE_IMAGE, BaseImageMap, cache_dir, docker_client, ensure_base_image
@@ -30,7 +31,7 @@ def _client(console: Console):
 @images_app.command("base")
 def base(force: Annotated[bool, typer.Option("--force", help="rebuild the rootfs and re-import")] = False) -> None:
     """Build rise-base:bookworm (debootstrap from this machine's Debian mirror + docker import). Idempotent."""
-    console = Console()
+    console = _console.out()
     client = _client(console)
     try:
         with console.status(f"building {BASE_IMAGE} (debootstrap, ~1-2 min the first time)"):
@@ -44,7 +45,7 @@ def base(force: Annotated[bool, typer.Option("--force", help="rebuild the rootfs
 @images_app.command("list")
 def list_images() -> None:
     """List the base image and the cached task images, and show the base-image map in force."""
-    console = Console()
+    console = _console.out()
     client = _client(console)
     table = Table(title="rise images")
     for col in ("image", "id", "task", "size MB", "created"):
@@ -68,7 +69,7 @@ def reap(job: Annotated[str | None, typer.Option("--job", help="only this job's 
          = False) -> None:
     """Remove sandboxes left by crashed jobs (their owner process is gone): docker containers labelled rise.job
     and local bwrap keepers. Sandboxes of running jobs are kept unless --live."""
-    console = Console()
+    console = _console.out()
     n_local = reap_local(job, include_live=live)
     n_docker = reap_containers(job, include_live=live)
     console.print(f"removed {n_docker} container(s) with label {JOB_LABEL}{'=' + job if job else ''}, "

@@ -8,12 +8,13 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
+
+from evolve.commands import console as _console
 
 from ..store import StoreError, open_experiment
 
-_out = Console(highlight=False, soft_wrap=True)
-_err = Console(stderr=True, highlight=False, soft_wrap=True)
+_out = _console.out()
+_err = _console.err()
 
 
 def show_cmd(

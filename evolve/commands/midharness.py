@@ -6,7 +6,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
+
+from evolve.commands import console as _console
 
 midharness_app = typer.Typer(
     help="Mid-Harness tools: export verifier verdicts for distillation.", no_args_is_help=True
@@ -25,11 +26,11 @@ def export(
     if not job_dir.exists():
         raise typer.BadParameter(f"{job_dir} does not exist", param_hint="JOB_DIR")
     counts = export_job(job_dir, output)
-    Console(highlight=False).print(
+    _console.out().print(
         f"{counts['examples']} pairwise verdicts from {counts['trajectories']} trajectories -> {output}"
     )
     if counts["examples"] == 0:
-        Console(stderr=True, highlight=False).print(
+        _console.err().print(
             "[yellow]no pairwise verdicts found[/yellow] (were the trials run with midharness n > 1 and a "
             "pairwise or tournament verifier?)"
         )

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from evolve.commands import console as rise_console
 from trials.endpoints import bundled
 from trials.endpoints.serve import (
     DEFAULT_PORTS,
@@ -37,7 +38,7 @@ ReadyTimeout = Annotated[float | None, typer.Option("--ready-timeout", help="sec
 
 
 def _console() -> Console:
-    return Console(highlight=False)
+    return rise_console.out()
 
 
 def _run(server: ServerProcess, detach: bool) -> None:

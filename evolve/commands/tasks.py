@@ -6,10 +6,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from evolve.commands import console as _console
 from trials.errors import TaskError
 from trials.tasks import check_task_set, inspect_task
 from trials.tasks.check import count_tasks
@@ -30,7 +30,7 @@ def _short(path: str, root: Path) -> str:
 @tasks_app.command("check")
 def check(directory: TaskDir) -> None:
     """Report every problem in a task set, naming the file and the key; exit 1 if there is any."""
-    console = Console()
+    console = _console.out()
     problems = check_task_set(directory)
     if not problems:
         console.print(f"[green]ok[/green]: {count_tasks(directory)} tasks in {directory}, no problems")
@@ -48,7 +48,7 @@ def check(directory: TaskDir) -> None:
 @tasks_app.command("list")
 def list_tasks(directory: TaskDir) -> None:
     """List the tasks of a set with their layout, timeouts and category; invalid ones are marked."""
-    console = Console()
+    console = _console.out()
     try:
         dirs = task_dirs(directory)
     except TaskError as exc:
