@@ -84,5 +84,24 @@ def export(
     typer.echo(f"sent {sent} spans to {otlp}" + (f" ({bad} unreadable lines skipped)" if bad else ""))
 
 
+@trace_app.command("digest")
+def digest_cmd(
+    trial_dir: TrialDir,
+    trajectory_only: Annotated[bool, typer.Option("--trajectory-only", help="detectors over trajectory.json "
+                                                  "alone (the --no-harness-evidence ablation)")] = False,
+    refresh: Annotated[bool, typer.Option("--refresh", help="recompute even if the cached digest is current")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print the digest as JSON")] = False,
+) -> None:
+    """The trial's detector hits in episode order (cached beside the trial as digest.json)."""
+    from evolve.analysis.digest import DigestError, digest, render_digest
+
+    try:
+        d = digest(trial_dir, "trajectory" if trajectory_only else "full", refresh=refresh)
+    except DigestError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(d.model_dump_json(indent=1) if as_json else render_digest(d))
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(trace_app, name="trace")
