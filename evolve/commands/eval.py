@@ -162,6 +162,7 @@ def eval_cmd(
 ) -> None:
     """Run a tasks × r grid of trials (or resume one) and print its metrics."""
     from trials.job import run_job
+    from trials.settings_check import check_settings
     from trials.tasks import load_task_set
 
     if env not in ("local", "docker"):
@@ -169,11 +170,13 @@ def eval_cmd(
     try:
         loaded = load_task_set(tasks, task or None)
         spec = resolve_agent(agent)
+        settings = parse_settings(setting or [])
+        check_settings(spec.harness_dir, settings)  # a typo fails here, not as every trial's "failure"
         endpoint = _endpoint(spec.kind, base_url, model, api_key_env, port)
         job_dir = job_dir or Path("runs") / "jobs" / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         config = JobConfig(job_id=job_id_for(job_dir), tasks_dir=str(Path(tasks).resolve()),
                            task_names=sorted(t.name for t in loaded), agent=spec, env_kind=env, r=r,
-                           concurrency=concurrency, endpoint=endpoint, settings=parse_settings(setting or []))
+                           concurrency=concurrency, endpoint=endpoint, settings=settings)
         _err.print(f"job {job_dir}: {len(loaded)} tasks × r={r}, agent {spec.name} ({spec.harness_version}), "
                    f"env {env}, model {endpoint.model if endpoint else '—'}")
         result = asyncio.run(_cancel_on_sigterm(run_job(config, job_dir, resume=resume, force_config=force_config,

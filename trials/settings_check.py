@@ -1,0 +1,108 @@
+"""Check a grid's harness settings before its first trial.
+
+A misspelt ``--setting`` used to crash every trial of a grid, which then counted as the model's failures. The
+check runs the harness's own settings loader (``<package>.settings.load_settings``, and the ``[midharness]``
+model where the harness has one) in a subprocess, so a candidate's code is never imported into the evaluator,
+and turns a rejection into one message naming the key and the keys that exist.
+
+``python -m trials.settings_check HARNESS_DIR OVERRIDES_JSON`` prints ``{"problems": [...]}``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from trials.errors import RiseError
+
+CHECK_TIMEOUT_SEC = 60.0
+
+
+class SettingsError(RiseError):
+    """Harness settings a grid was asked to run with are not valid for that harness."""
+
+
+def _fields(model: Any, loc: tuple) -> list[str]:
+    """The keys that exist at ``loc`` (a tuple of names into ``model``), or [] when unknown."""
+    for part in loc:
+        field = getattr(model, "model_fields", {}).get(part)
+        if field is None:
+            return []
+        model = field.annotation
+    return sorted(getattr(model, "model_fields", {}) or [])
+
+
+def _describe(exc: Any, model: Any, prefix: tuple = ()) -> list[str]:
+    problems = []
+    for e in exc.errors():
+        loc = prefix + tuple(str(p) for p in e["loc"])
+        key = ".".join(loc)
+        if e["type"] == "extra_forbidden":
+            known = _fields(model, tuple(str(p) for p in e["loc"][:-1]))
+            where = ".".join(loc[:-1])
+            keys = ", ".join(f"{where}.{k}" if where else k for k in known)
+            problems.append(f"unknown setting {key}" + (f" (known: {keys})" if known else ""))
+        else:
+            problems.append(f"setting {key}: {e['msg']} (got {e.get('input')!r})")
+    return problems
+
+
+def check_in_process(harness_dir: Path, overrides: dict[str, Any]) -> list[str]:
+    """The problems of ``overrides`` for the harness package at ``harness_dir`` (imports it: run in a child)."""
+    sys.path.insert(0, str(harness_dir.parent))
+    try:
+        settings_mod = importlib.import_module(f"{harness_dir.name}.settings")
+    except ModuleNotFoundError:
+        return [f"{harness_dir} has no settings module, so it takes no settings (asked: {', '.join(overrides)})"]
+    from pydantic import ValidationError
+
+    nested = settings_mod.nest(overrides) if hasattr(settings_mod, "nest") else {}
+    problems: list[str] = []
+    try:
+        settings_mod.load_settings({k: v for k, v in overrides.items() if not k.startswith("midharness")})
+    except ValidationError as exc:
+        problems += _describe(exc, getattr(settings_mod, "Settings", None))
+    except (TypeError, ValueError) as exc:
+        problems.append(str(exc))
+    if isinstance(nested.get("midharness"), dict):  # a plain table in Settings; its own model checks it
+        try:
+            config = importlib.import_module(f"{harness_dir.name}.midharness.config")
+            config.MidHarnessSettings.from_section(nested["midharness"])
+        except ModuleNotFoundError:
+            pass
+        except ValidationError as exc:
+            problems += _describe(exc, config.MidHarnessSettings, ("midharness",))
+    return problems
+
+
+def check_settings(harness_dir: str | Path | None, overrides: dict[str, Any]) -> None:
+    """Raise :class:`SettingsError` when ``overrides`` are not valid for the harness at ``harness_dir``."""
+    if not overrides:
+        return
+    if harness_dir is None:
+        raise SettingsError(f"this agent takes no harness settings (asked: {', '.join(overrides)})")
+    harness_dir = Path(harness_dir).resolve()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH", "")) if p)}
+    try:
+        done = subprocess.run([sys.executable, "-m", "trials.settings_check", str(harness_dir),
+                               json.dumps(overrides)], check=False, capture_output=True, text=True,
+                              env=env, timeout=CHECK_TIMEOUT_SEC, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise SettingsError(f"checking the settings of {harness_dir} took over {CHECK_TIMEOUT_SEC:.0f} s") from None
+    try:
+        problems = json.loads(done.stdout.strip().splitlines()[-1])["problems"]
+    except (IndexError, ValueError, KeyError, TypeError):
+        raise SettingsError(f"could not check the settings of {harness_dir} (exit {done.returncode}): "
+                            f"{(done.stderr or done.stdout).strip()[-800:]}") from None
+    if problems:
+        raise SettingsError(f"harness {harness_dir.name} ({harness_dir}): " + "; ".join(problems))
+
+
+if __name__ == "__main__":
+    print(json.dumps({"problems": check_in_process(Path(sys.argv[1]), json.loads(sys.argv[2]))}))
