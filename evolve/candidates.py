@@ -85,7 +85,7 @@ class CandidateCreation:
             return self.current_commit(found[0].commit), wt
         source = Path(cand.source)
         is_patch = source.is_file()
-        base = self.exp.commit_of(incumbent) if is_patch else self.exp.commit_of(cand.source)
+        base = self.exp.commit_of(incumbent) if is_patch else self.branch_base(incumbent, cand)
         branch, wt = self.exp.create_candidate(round_no, cand.slug, base=base)
         repo = git.Repo(wt)
         head = repo.head.commit
@@ -102,6 +102,21 @@ class CandidateCreation:
             "proposal": cand.proposal.model_dump(mode="json")}))
         kill_point("created")
         return commit, wt
+
+    def branch_base(self, incumbent: str, cand: CandidateInput) -> str:
+        """The commit of a branch (or commit) candidate, refused unless it descends from the incumbent: a branch
+        cut from an older version would, once adopted, silently drop every version adopted since."""
+        try:
+            commit = self.exp.commit_of(cand.source)
+        except (git.BadName, ValueError):
+            raise ControllerError(f"candidate {cand.slug}: {cand.source!r} is neither a patch file nor a branch or "
+                                  f"commit of {self.exp.harness_dir}") from None
+        head = self.exp.commit_of(incumbent)
+        if not self.exp.repo.is_ancestor(head, commit):
+            raise ControllerError(f"candidate {cand.slug}: {cand.source} ({commit[:12]}) does not descend from the "
+                                  f"incumbent {incumbent} ({head[:12]}); adopting it would drop what {incumbent} "
+                                  f"holds. Rebase it onto {incumbent} or submit it as a patch")
+        return commit
 
     def enable_switches(self, wt: Path, incumbent_dir: Path) -> dict[str, Any]:
         """Turn on the switch of each mechanism whose contract the candidate adds or changes."""

@@ -194,6 +194,9 @@ class Controller(CandidateCreation, CheckStages):
                           for e in self.led.find("candidate_created", round=round_no)]
         if not candidates:
             raise ControllerError(f"round {round_no}: no candidates given and none recorded")
+        for cand in candidates:  # refuse a branch that does not descend from the incumbent before any work
+            if not Path(cand.source).is_file() and not self.led.done(f"{rkey}:{cand.slug}:created"):
+                self.branch_base(incumbent, cand)
         baseline_dir = await self.ensure_reference(incumbent) if self.cfg.adoption.baseline == "reference" else None
         if not started:
             self.led.append(RoundStart(key=f"{rkey}:start", round=round_no, incumbent=incumbent))

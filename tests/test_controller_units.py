@@ -104,3 +104,23 @@ def test_create_is_idempotent_across_kills_and_takes_branches(tmp_path):
     exp.repo.git.branch("mine", third)
     c4, _ = Controller(exp).create(1, "v0", CandidateInput("other", "mine"))
     assert c4 == third and "cand/r01-other" in [h.name for h in exp.repo.heads]
+
+
+def test_branch_candidate_must_descend_from_the_incumbent(tmp_path):
+    """Issue 15 item 4: a branch cut from v0 and adopted after v1 would drop v1; it is refused up front."""
+    from evolve.controller import CandidateInput, Controller
+
+    exp = make_experiment(tmp_path / "runs", "http://127.0.0.1:9/v1")
+    repo = exp.repo
+    repo.git.branch("stale", "v0")  # cut from v0 ...
+    _, wt = exp.create_candidate(1, "first")
+    (wt / "NOTES.md").write_text("adopted as v1\n")
+    assert exp.tag_version(exp.commit_worktree(wt, "v1 work"), "v1") == "v1"  # ... and v1 adopted since
+    with pytest.raises(ControllerError, match=r"stale .* does not descend from the incumbent v1"):
+        run_round(exp, 1, [("stale", "stale")])
+    assert exp.ledger.events == []  # refused before any work
+    with pytest.raises(ControllerError, match="neither a patch file nor a branch"):
+        run_round(exp, 1, [("typo", "no-such-branch")])
+    repo.git.branch("fresh", "v1")
+    commit, _ = Controller(exp).create(1, "v1", CandidateInput("fresh", "fresh"))
+    assert commit == exp.commit_of("v1")
