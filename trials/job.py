@@ -10,6 +10,11 @@ Job folder: ``config.json`` (:class:`JobConfig`), ``job.lock``, one ``<task>__r<
 - a config whose identity (:meth:`JobConfig.identity`) changed is refused unless ``force_config``.
 ``job.lock`` holds an ``flock`` for the life of the run, so a second run of the same folder is refused while a
 killed run's lock (the kernel drops it with the process) is taken over; the pid in it is for the message.
+
+Where trials run is the executor's business (``trials.executors``: ``local`` by default, or ``ray``); whichever
+runs them, a cell is finished only once its ``result.json`` is in this folder. :func:`run_cell` is the one
+place that runs a cell: an attempt lost with its Ray node or its model replica (an endpoint pool) is kept as
+``<trial>.attempt-N`` and run once more in the same invocation, elsewhere.
 """
 
 from __future__ import annotations
@@ -35,11 +40,15 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from .endpoints.pool import EndpointPool
 from .errors import RiseError
+from .executors.base import Executor, TrialCall, make_executor, opened
+from .executors.config import ExecutorConfig
+from .executors.delivery import clear_incoming
 from .harness_api import CostLedger
 from .metrics import GridMetrics, compute_metrics, grid_from_results
 from .results import FormatError, JobConfig, JobResult, TrialResult, TrialSummary
-from .runner import EnvFactory, run_trial
+from .runner import EnvFactory
 
 log = logging.getLogger(__name__)
 
@@ -161,6 +170,37 @@ def summarize(config: JobConfig, job_dir: Path, trials_run: int = 0, started_at:
                      trials_run=trials_run, cost=cost)
 
 
+async def run_cell(executor: Executor, call: TrialCall, *, pool: EndpointPool | None = None,
+                   reruns: int = 1) -> TrialResult:
+    """Run one cell through ``executor`` (the caller holds an ``executor.slot()``). With ``pool`` the attempt
+    gets the least-loaded replica. An attempt lost with its node (``executor.rerun_cause``) or with its
+    replica (``pool.report``) is moved aside and run again, at most ``reruns`` times; the last attempt's
+    result is returned and is the one in ``call.trial_dir``."""
+    attempt = 0
+    while True:
+        replica = await pool.acquire() if pool is not None and call.endpoint is not None else None
+        try:
+            res = await executor.run(call.with_endpoint(replica.base_url) if replica else call)
+        finally:
+            if replica is not None:
+                pool.release(replica)
+        lost = executor.rerun_cause(res)
+        if replica is not None and res.is_infra:
+            lost = await pool.report(replica, res.infra_cause) or lost
+        if not lost or attempt >= reruns:
+            return res
+        attempt += 1
+        moved = move_aside(Path(call.trial_dir))
+        log.warning("%s lost its %s (%s); rerunning it (attempt kept in %s)", Path(call.trial_dir).name,
+                    "model replica" if res.infra_cause in ("model_unreachable", "model_server") else "node",
+                    res.infra_cause, moved.name)
+
+
+def executor_for(executor: ExecutorConfig | Executor | None, concurrency: int) -> Executor:
+    """An executor object for a config (None: local with the job's concurrency)."""
+    return executor if isinstance(executor, Executor) else make_executor(executor, concurrency)
+
+
 class _Tally:
     def __init__(self) -> None:
         self.passed = self.failed = self.infra = 0
@@ -179,14 +219,17 @@ class _Tally:
 
 async def run_job(config: JobConfig, job_dir: Path, resume: bool = False, force_config: bool = False, *,
                   progress: bool = True, env_factory: EnvFactory | None = None, tasks: list[Any] | None = None,
-                  console: Console | None = None) -> JobResult:
-    """Run (or resume) the grid in ``job_dir`` and write ``job_result.json``."""
+                  console: Console | None = None, executor: ExecutorConfig | Executor | None = None
+                  ) -> JobResult:
+    """Run (or resume) the grid in ``job_dir`` and write ``job_result.json``. ``executor`` says where the
+    trials run (default: here, ``config.concurrency`` at a time); its ``replicas`` make an endpoint pool."""
     job_dir = Path(job_dir).resolve()
     job_dir.mkdir(parents=True, exist_ok=True)
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     with job_lock(job_dir):
         _prepare_config(config, job_dir, resume, force_config)
         await asyncio.to_thread(reap, config.env_kind, config.job_id)
+        clear_incoming(job_dir)
         if tasks is None:
             from .tasks import load_task_set
 
@@ -208,26 +251,32 @@ async def run_job(config: JobConfig, job_dir: Path, resume: bool = False, force_
                 log.info("rerunning %s (previous attempt kept in %s)", tdir.name, moved.name)
             todo.append((t, k))
 
-        sem = asyncio.Semaphore(config.concurrency)
+        runner = executor_for(executor, config.concurrency)
+        exec_cfg = executor if isinstance(executor, ExecutorConfig) else None
+        pool = EndpointPool.of(config.endpoint, exec_cfg.replicas if exec_cfg else [])
+        reruns = exec_cfg.node_lost_reruns if exec_cfg else 1
         bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                        TextColumn("{task.fields[stats]}"), TimeElapsedColumn(), TextColumn("eta"),
                        TimeRemainingColumn(), console=console or Console(stderr=True), disable=not progress,
                        transient=False)
 
         async def one(t: str, k: int, bar_id: Any) -> None:
-            async with sem:
-                res = await run_trial(by_name[t], config.agent, config.endpoint, job_dir / trial_name(t, k),
-                                      config.env_kind, config.job_id, config.settings, config.verifier_endpoint,
-                                      repetition=k, env_factory=env_factory)
+            call = TrialCall(by_name[t], config.agent, config.endpoint, job_dir / trial_name(t, k),
+                             config.env_kind, config.job_id, config.settings, config.verifier_endpoint,
+                             repetition=k, env_factory=env_factory)
+            async with runner.slot():
+                res = await run_cell(runner, call, pool=pool, reruns=reruns)
             tally.add(res)
             bar.update(bar_id, advance=1, stats=tally.text())
 
-        with bar:
-            bar_id = bar.add_task(config.job_id, total=len(cells(config)), completed=len(cells(config)) - len(todo),
-                                  stats=tally.text())
-            async with asyncio.TaskGroup() as group:
-                for t, k in todo:
-                    group.create_task(one(t, k, bar_id))
+        async with opened(runner):
+            with bar:
+                bar_id = bar.add_task(config.job_id, total=len(cells(config)),
+                                      completed=len(cells(config)) - len(todo), stats=tally.text())
+                async with asyncio.TaskGroup() as group:
+                    for t, k in todo:
+                        group.create_task(one(t, k, bar_id))
+        clear_incoming(job_dir)  # every delivery has been renamed into place; drop the empty staging folder
 
         result = summarize(config, job_dir, trials_run=len(todo), started_at=started)
         result.write(job_dir / "job_result.json")
