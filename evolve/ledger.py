@@ -104,8 +104,40 @@ class Freeze(_Event):
     sha256: str
 
 
+class FindingEvent(_Event):
+    """One analyst call on a pair (``evolve.analysis``): the finding, or why it was sent back or dropped."""
+
+    kind: Literal["finding"] = "finding"
+    commit: str
+    pair: str
+    status: Literal["valid", "sent_back", "dropped", "failed"]
+    finding: dict[str, Any] = Field(default_factory=dict)
+    reason: str = ""
+    role_call: dict[str, Any] = Field(default_factory=dict, description="call id, transcript, usage, cost, seconds")
+
+
+class GroupEvent(_Event):
+    """The grouper's call: findings pooled into groups with a common wish."""
+
+    kind: Literal["group"] = "group"
+    commit: str
+    groups: list[dict[str, Any]] = Field(default_factory=list)
+    role_call: dict[str, Any] = Field(default_factory=dict)
+
+
+class ReviewEvent(_Event):
+    """The reviewer's call and the groups after it: ranked, disputed or excluded."""
+
+    kind: Literal["review"] = "review"
+    commit: str
+    reviews: list[dict[str, Any]] = Field(default_factory=list)
+    groups: list[dict[str, Any]] = Field(default_factory=list)
+    role_call: dict[str, Any] = Field(default_factory=dict)
+
+
 Event = Annotated[
-    RoundStart | CandidateCreated | CheckResult | TrialDone | Screening | Evaluation | Adoption | Rejection | Freeze,
+    RoundStart | CandidateCreated | CheckResult | TrialDone | Screening | Evaluation | Adoption | Rejection | Freeze
+    | FindingEvent | GroupEvent | ReviewEvent,
     Field(discriminator="kind"),
 ]
 _adapter: TypeAdapter[Event] = TypeAdapter(Event)
