@@ -74,3 +74,19 @@ def test_cli_list_marks_invalid_tasks(tmp_path):
     result = CliRunner().invoke(app, ["tasks", "list", str(bad_set(tmp_path))], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "good" in result.output and "invalid" in result.output and "rise tasks check" in result.output
+
+
+def test_a_non_utf8_instruction_is_a_problem_of_that_task_by_path(tmp_path):
+    root = tmp_path / "set"
+    make_task(root, "good")
+    bad = make_task(root, "latin1")
+    (bad / "instruction.md").write_bytes("Écrivez « bonjour » dans /app/out.txt\n".encode("latin-1"))
+    problems = check_task_set(root)
+    assert [(Path(p.file).relative_to(root).as_posix(), "not UTF-8" in p.message) for p in problems] == [
+        ("latin1/instruction.md", True)]
+    res = CliRunner().invoke(app, ["tasks", "check", str(root)], env={"COLUMNS": "200"})
+    assert res.exit_code != 0 and "latin1/instruction.md" in res.output and "not UTF-8" in res.output
+    res = CliRunner().invoke(app, ["eval", "--tasks", str(root), "--agent", "oracle", "--job-dir",
+                                   str(tmp_path / "job")], env={"COLUMNS": "60"})
+    assert res.exit_code != 0 and isinstance(res.exception, SystemExit)  # an error message, not a crash
+    assert str(bad / "instruction.md") in res.output and "Traceback" not in res.output

@@ -93,7 +93,9 @@ def parse_task_toml(path: Path) -> tuple[TaskConfig | None, list[Problem]]:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:  # its message carries "(at line N, column M)"
         return None, [Problem(file, None, f"malformed TOML: {exc}")]
-    except (OSError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
+        return None, [not_utf8(path, exc)]
+    except OSError as exc:
         return None, [Problem(file, None, f"cannot read: {exc}")]
     try:
         config = TaskConfig.model_validate(data)
@@ -102,11 +104,22 @@ def parse_task_toml(path: Path) -> tuple[TaskConfig | None, list[Problem]]:
     return expand_config_env(config, file)
 
 
+def not_utf8(path: Path, exc: UnicodeDecodeError) -> Problem:
+    """A task file that is not UTF-8 text, named with the first byte that does not decode."""
+    return Problem(str(path), None, f"not UTF-8 text: byte {exc.object[exc.start]:#04x} at offset {exc.start} "
+                                    "cannot be decoded (save the file as UTF-8)")
+
+
 def read_instruction(path: Path) -> tuple[str, list[Problem]]:
     """Read ``instruction.md``; missing or blank is a problem."""
     if not path.is_file():
         return "", [Problem(str(path), None, "missing: every task needs an instruction.md")]
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        return "", [not_utf8(path, exc)]
+    except OSError as exc:
+        return "", [Problem(str(path), None, f"cannot read: {exc}")]
     if not text.strip():
         return "", [Problem(str(path), None, "instruction is empty")]
     return text, []

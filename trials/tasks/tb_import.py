@@ -31,7 +31,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from .load import Problem, expand_config_env, read_instruction, task_name, validation_problems
+from .load import Problem, expand_config_env, not_utf8, read_instruction, task_name, validation_problems
 from .model import Task, TaskConfig
 
 # Terminal-Bench's own defaults when task.yaml omits them.
@@ -84,6 +84,8 @@ def _compose(folder: Path) -> tuple[dict[str, str], Path, list[Problem]]:
     file = str(path)
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except UnicodeDecodeError as exc:
+        return {}, folder, [not_utf8(path, exc)]
     except yaml.YAMLError as exc:
         return {}, folder, [Problem(file, None, f"malformed YAML: {exc}")]
     services = data.get("services") if isinstance(data, dict) else None
@@ -129,12 +131,17 @@ def _workdir(dockerfile: Path) -> str:
 
 def _solution_script(folder: Path) -> tuple[str | None, list[Problem]]:
     if (folder / "solution.sh").is_file():
-        return (folder / "solution.sh").read_text(encoding="utf-8"), []
+        try:
+            return (folder / "solution.sh").read_text(encoding="utf-8"), []
+        except UnicodeDecodeError as exc:
+            return None, [not_utf8(folder / "solution.sh", exc)]
     path = folder / "solution.yaml"
     if not path.is_file():
         return None, []
     try:
         entries = yaml.safe_load(path.read_text(encoding="utf-8")) or []
+    except UnicodeDecodeError as exc:
+        return None, [not_utf8(path, exc)]
     except yaml.YAMLError as exc:
         return None, [Problem(str(path), None, f"malformed YAML: {exc}")]
     if not isinstance(entries, list):
@@ -188,6 +195,8 @@ def inspect_tb_task(folder: Path) -> tuple[Task | None, list[Problem]]:
     file = str(yaml_path)
     try:
         data = yaml.safe_load(yaml_path.read_text(encoding="utf-8")) or {}
+    except UnicodeDecodeError as exc:
+        return None, [not_utf8(yaml_path, exc)]
     except yaml.YAMLError as exc:  # its message carries the line and column
         return None, [Problem(file, None, f"malformed YAML: {exc}")]
     if not isinstance(data, dict):
