@@ -1,0 +1,165 @@
+"""The ray executor on a real local Ray cluster started here: a head (no trial slots) and two worker nodes
+with distinct resources, every one a ``ray start`` process tree. Trials run in the real local sandbox.
+
+1. An oracle grid on both workers gives the same trial set and metrics as the local executor.
+2. ``kill -9`` of every process of one worker node while its trials are inside their agent phase: those
+   attempts become ⊥ ``node_lost`` (kept as ``<trial>.attempt-1``), run again on the other node, and the grid
+   completes with exactly one result per cell. The gated task makes "while inside" an event, not a timing:
+   its solution waits for a file ``/app/go`` that the test writes only for the surviving node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from trials.agents import oracle_agent
+from trials.environments.local import bwrap_available
+from trials.executors.config import ExecutorConfig
+from trials.executors.local_cluster import LocalRayCluster
+from trials.job import run_job
+from trials.results import JobConfig, TrialResult
+
+ray = pytest.importorskip("ray", reason="Ray is not installed (pip install -e '.[dev]')")
+
+pytestmark = [pytest.mark.ray, pytest.mark.sandbox,
+              pytest.mark.skipif(not bwrap_available(), reason="bubblewrap (bwrap) and nsenter are not installed"),
+              pytest.mark.skipif(shutil.which("ray") is None, reason="the ray command is not on PATH")]
+
+STARTER = Path(__file__).resolve().parent.parent / "data" / "starter"
+NODES = {"a": {"rise_trial": 2, "node_a": 1}, "b": {"rise_trial": 2, "node_b": 1}}
+GATED_SOLVE = """#!/bin/bash
+# waits (at most 120 s) for the test to open the gate, then solves hello-file
+for _ in $(seq 1 600); do [ -e /app/go ] && break; sleep 0.2; done
+printf 'Hello, world!\\n' > /app/hello.txt
+"""
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    c = LocalRayCluster(tmp_path_factory.mktemp("ray"), NODES)
+    try:
+        c.start()
+        yield c
+    finally:
+        c.stop()
+
+
+def _task_set(root: Path) -> Path:
+    """Two starter tasks, and a copy of hello-file whose oracle writes the wrong text (a failing cell)."""
+    for name in ("hello-file", "count-lines"):
+        shutil.copytree(STARTER / name, root / name)
+    bad = root / "wrong-hello"
+    shutil.copytree(STARTER / "hello-file", bad)
+    (bad / "task.toml").write_text((bad / "task.toml").read_text().replace('"hello-file"', '"wrong-hello"'))
+    (bad / "solution" / "solve.sh").write_text("#!/bin/bash\nprintf 'bye\\n' > /app/hello.txt\n")
+    return root
+
+
+def _config(tasks: Path, job_id: str, r: int = 2, concurrency: int = 2) -> JobConfig:
+    names = sorted(p.name for p in tasks.iterdir() if p.is_dir())
+    return JobConfig(job_id=job_id, tasks_dir=str(tasks), task_names=names, agent=oracle_agent(), env_kind="local",
+                     r=r, concurrency=concurrency)
+
+
+def _node_names() -> dict[str, str]:
+    """Ray node id → our node name, from the distinct resource each worker offers."""
+    out = {}
+    for node in ray.nodes():
+        for name in NODES:
+            if f"node_{name}" in (node.get("Resources") or {}):
+                out[node["NodeID"]] = name
+    return out
+
+
+def _ran_on(trial_dir: Path, names: dict[str, str]) -> str:
+    import json
+
+    return names.get(json.loads((trial_dir / "executor.json").read_text())["node_id"], "?")
+
+
+def test_oracle_grid_on_two_workers_matches_the_local_executor(cluster, tmp_path):
+    tasks = _task_set(tmp_path / "tasks")
+    local = asyncio.run(run_job(_config(tasks, "local-job"), tmp_path / "local", progress=False))
+    remote = asyncio.run(run_job(_config(tasks, "ray-job"), tmp_path / "ray", progress=False,
+                                 executor=ExecutorConfig(kind="ray", address=cluster.address)))
+    assert local.complete and remote.complete
+    keys = ("pass_at_1", "pass_hat_r", "pass_at_r", "flip", "counts")
+    assert {k: remote.metrics[k] for k in keys} == {k: local.metrics[k] for k in keys}
+    assert remote.metrics["pass_at_1"] == pytest.approx(4 / 6)  # wrong-hello fails on both executors
+    assert [(t.trial_name, t.status) for t in remote.trials] == [(t.trial_name, t.status) for t in local.trials]
+    names = _node_names()
+    where = {t.trial_name: _ran_on(tmp_path / "ray" / t.trial_name, names) for t in remote.trials}
+    assert set(where.values()) == {"a", "b"}, where  # both workers took trials; the head (no slots) none
+    assert not list((tmp_path / "ray").glob("*.attempt-*")) and not (tmp_path / "ray" / ".incoming").exists()
+    for t in remote.trials:  # the delivered folders are whole trial folders, paths rewritten to the driver's
+        res = TrialResult.load(tmp_path / "ray" / t.trial_name / "result.json")
+        assert res.trial_name == t.trial_name and (tmp_path / "ray" / t.trial_name / "verifier").is_dir()
+
+
+class Gatekeeper(threading.Thread):
+    """Opens the gate of every trial running on the surviving node; kills node ``victim`` once one of its
+    trials is inside its agent phase (its agent.pid exists, so solve.sh is waiting at the gate)."""
+
+    def __init__(self, cluster: LocalRayCluster, victim: str, survivor: str) -> None:
+        super().__init__(daemon=True)
+        self.cluster, self.victim, self.survivor = cluster, victim, survivor
+        self.stop, self.killed, self.caught, self.error = threading.Event(), [], [], None
+
+    def run(self) -> None:
+        deadline = time.monotonic() + 240
+        try:
+            while not self.stop.is_set() and time.monotonic() < deadline:
+                for app in self.cluster.scratch(self.survivor).glob("*/*/*/sandbox/root/app"):
+                    (app / "go").touch()
+                if not self.killed:
+                    inside = [p.parent.parent.name for p in
+                              self.cluster.scratch(self.victim).glob("*/*/*/agent/agent.pid")]
+                    if inside:
+                        self.caught = inside
+                        self.killed = self.cluster.kill_node(self.victim)
+                time.sleep(0.1)
+        except Exception as exc:  # noqa: BLE001 - reported by the test
+            self.error = exc
+
+
+def test_kill_9_of_a_worker_node_mid_grid_reruns_its_trials_on_the_other(cluster, tmp_path):
+    tasks = tmp_path / "tasks"
+    for i in range(3):
+        dest = tasks / f"gated-{i}"
+        shutil.copytree(STARTER / "hello-file", dest)
+        (dest / "task.toml").write_text((dest / "task.toml").read_text().replace('"hello-file"', f'"gated-{i}"'))
+        (dest / "solution" / "solve.sh").write_text(GATED_SOLVE)
+    keeper = Gatekeeper(cluster, victim="a", survivor="b")
+    keeper.start()
+    try:
+        res = asyncio.run(run_job(_config(tasks, "kill-job"), tmp_path / "job", progress=False,
+                                  executor=ExecutorConfig(kind="ray", address=cluster.address)))
+    finally:
+        keeper.stop.set()
+        keeper.join(10)
+    assert keeper.error is None and keeper.killed, "node a never ran a trial, or could not be killed"
+    job = tmp_path / "job"
+    cells = sorted(t.trial_name for t in res.trials)
+    assert res.complete and res.metrics["pass_at_1"] == 1.0 and len(cells) == 6
+    lost = sorted(job.glob("*.attempt-*"))
+    assert lost, "no attempt was lost with node a"
+    assert set(keeper.caught) <= {p.name.split(".")[0] for p in lost}  # every trial caught inside was lost
+    names = _node_names()  # node a is dead now, but its row (and resources) stay in ray.nodes()
+    for attempt in lost:
+        first = TrialResult.load(attempt / "result.json")
+        assert first.status == "infra" and first.infra_cause == "node_lost"
+        final_dir = job / attempt.name.split(".")[0]
+        final = TrialResult.load(final_dir / "result.json")
+        assert final.status == "passed" and final.run_id != first.run_id
+        assert _ran_on(final_dir, names) == "b"  # rerun elsewhere
+    # exactly one result per cell in the job folder; nothing half-delivered, nothing counted twice
+    assert sorted(p.name for p in job.iterdir() if p.is_dir() and "." not in p.name) == cells
+    assert len({TrialResult.load(job / c / "result.json").run_id for c in cells}) == 6
+    assert res.metrics["counts"]["cells_passed"] == 6 and res.trials_run == 6
+    assert not (job / ".incoming").exists()
