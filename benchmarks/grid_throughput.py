@@ -5,7 +5,7 @@ one process, one after the other. A trial here is mostly sandbox start/stop plus
 processes, so the ratio is bounded by the machine's free cores. ``--agent-sleep S`` prefixes every solve.sh
 with ``sleep S`` to stand in for an agent that mostly waits on a model server (where concurrency pays most).
 
-    python benchmarks/grid_throughput.py [--tasks data/starter] [-r 2] [--levels 1 2 4] [--agent-sleep 0]
+    python benchmarks/grid_throughput.py [--tasks data/starter] [-r 2] [--levels 1 2 4] [--agent-sleep 0] [--quick]
 """
 
 from __future__ import annotations
@@ -17,7 +17,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from _support import quick_flag, require
+
 from trials.agents import oracle_agent
+from trials.environments.local import bwrap_available
 from trials.job import run_job
 from trials.results import JobConfig
 from trials.tasks import load_task_set
@@ -34,8 +37,8 @@ def _slowed_copy(src: Path, dest: Path, sleep: float) -> Path:
     return dest
 
 
-async def _one(tasks_dir: Path, r: int, concurrency: int, root: Path) -> tuple[float, int, bool]:
-    tasks = load_task_set(tasks_dir)
+async def _one(tasks_dir: Path, r: int, concurrency: int, root: Path, limit: int | None) -> tuple[float, int, bool]:
+    tasks = sorted(load_task_set(tasks_dir), key=lambda t: t.name)[:limit]
     config = JobConfig(job_id=f"bench-grid-c{concurrency}-{int(time.time())}", tasks_dir=str(tasks_dir),
                        task_names=sorted(t.name for t in tasks), agent=oracle_agent(), env_kind="local", r=r,
                        concurrency=concurrency)
@@ -50,7 +53,12 @@ def main() -> None:
     ap.add_argument("-r", type=int, default=2)
     ap.add_argument("--levels", type=int, nargs="+", default=[1, 2, 4])
     ap.add_argument("--agent-sleep", type=float, default=0.0)
+    ap.add_argument("--limit", type=int, default=None, help="only the first LIMIT tasks (by name)")
+    quick_flag(ap)
     args = ap.parse_args()
+    if args.quick:
+        args.r, args.levels, args.limit = 1, [1, 2], 1
+    require(bwrap_available(), "bubblewrap (bwrap) and nsenter for the local sandbox")
     with tempfile.TemporaryDirectory(prefix="rise-bench-grid-") as tmp:
         root = Path(tmp)
         tasks_dir = args.tasks.resolve()
@@ -58,7 +66,7 @@ def main() -> None:
             tasks_dir = _slowed_copy(tasks_dir, root / "tasks", args.agent_sleep)
         rows = []
         for c in args.levels:
-            seconds, n, ok = asyncio.run(_one(tasks_dir, args.r, c, root))
+            seconds, n, ok = asyncio.run(_one(tasks_dir, args.r, c, root, args.limit))
             rows.append((c, seconds, n, ok))
     base = rows[0][2] / rows[0][1]
     print(f"oracle grid, local sandbox: {rows[0][2]} trials per level, agent sleep {args.agent_sleep}s")

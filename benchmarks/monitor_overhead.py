@@ -26,8 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from _support import REPO, quick_flag
 
 from monitor.config import RecordingConfig
 from monitor.export import JsonLinesSink
@@ -152,7 +151,7 @@ class _Solver:
 async def _one_trial(work: Path, instrument: bool) -> tuple[float, int, float, float]:
     """(wall sec of run_trial, spans, monitor sec on the harness's thread, writer thread CPU sec)."""
     from harness_seed import main as seed_main
-    from tests.fakes.openai_server import ScriptedServer
+    from trials.endpoints.scripted import ScriptedServer
     from trials.endpoints.spec import EndpointSpec
     from trials.environments.local import LocalEnvironment
     from trials.harness_api import TrialSpec
@@ -225,7 +224,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=5000)
     parser.add_argument("--no-trial", action="store_true", help="skip the trial (needs tmux + bwrap)")
+    quick_flag(parser)
     args = parser.parse_args()
+    if args.quick:
+        args.calls = 200
     import harness_seed  # noqa: F401  (imported before instrumenting, as monitor.host does)
 
     out = Path(tempfile.mkdtemp(prefix="rise-monitor-bench-"))

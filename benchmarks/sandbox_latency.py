@@ -1,6 +1,6 @@
 """Sandbox start+stop latency, local (bubblewrap) vs docker, measured in one run.
 
-    python benchmarks/sandbox_latency.py [-n 10] [--task tests/data/env_tasks/hello]
+    python benchmarks/sandbox_latency.py [-n 10] [--task tests/data/env_tasks/hello] [--quick]
 
 Each sample is one full ``start()`` (for local: keeper + Dockerfile replay; for docker: cached image, container
 create+start, the first exec) plus one ``exec("true")`` plus ``stop()``. The docker image is built once before
@@ -13,13 +13,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from _support import REPO as ROOT
+from _support import quick_flag, require
 
 from trials.environments.factory import make_environment
 from trials.environments.images import docker_available
@@ -49,11 +48,16 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-n", type=int, default=10, help="samples per kind")
     ap.add_argument("--task", default=str(ROOT / "tests" / "data" / "env_tasks" / "hello"))
+    quick_flag(ap)
     args = ap.parse_args()
+    if args.quick:  # local only: the docker warm-up may build the task image, minutes on a cold cache
+        args.n = 1
+    require(bwrap_available() or (docker_available() and not args.quick),
+            "a sandbox: bubblewrap + nsenter (or, for a full run, a Docker engine)")
     task = load_task(args.task)
     medians: dict[str, float] = {}
     for kind, ok, why in (("local", bwrap_available(), "bwrap/nsenter missing"),
-                          ("docker", docker_available(), "no Docker engine")):
+                          ("docker", docker_available() and not args.quick, "--quick, or no Docker engine")):
         if not ok:
             print(f"{kind:6s}: skipped ({why})")
             continue

@@ -8,47 +8,29 @@ rewriting trajectory.json. Prints the median and p90 in milliseconds and the sha
 spent on overhead, for a run with a fixed per-request ``--delay`` (a stand-in for model latency) and with
 commands that wait ``--duration`` seconds.
 
-    python benchmarks/seed_overhead.py [--steps 20] [--delay 0.5] [--duration 0.5]
+    python benchmarks/seed_overhead.py [--steps 20] [--delay 0.5] [--duration 0.5] [--quick]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import statistics
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the test fakes live in the repo, not the package
-
-from tests.test_seed_support import reply, run_agent
-from trials.environments.local import LocalEnvironment, bwrap_available
-from trials.tasks.load import load_task
-
-HELLO = Path(__file__).resolve().parents[1] / "data" / "starter" / "hello-file"
+from _support import quick_flag, require_sandbox, seed_trial, steps_of, terminus_reply
 
 
 async def measure(steps: int, delay: float, duration: float) -> dict:
-    script = [reply(commands=[(f"echo step {i}; ls /app\n", duration)]) for i in range(steps)]
-    script += [reply(complete=True)] * 2
+    script = [terminus_reply(commands=[(f"echo step {i}; ls /app\n", duration)]) for i in range(steps)]
+    script += [terminus_reply(complete=True)] * 2
     with tempfile.TemporaryDirectory(prefix="seed-overhead-") as tmp:
-        tmp_path = Path(tmp)
-        env = LocalEnvironment(load_task(HELLO), tmp_path / "trial", job_id="bench-seed-overhead")
-        await env.start()
-        try:
-            t0 = time.monotonic()
-            agent, _, status = await run_agent(script, tmp_path, env=env, server_kw={"delay": delay,
-                                                                                    "context_limit": 1_000_000})
-            wall = time.monotonic() - t0
-        finally:
-            await env.stop()
-        data = json.loads(agent.trajectory.path.read_text())
-    assert status == "completed", status
+        trial_dir = Path(tmp) / "trial"
+        _, wall = await seed_trial(script, trial_dir, server_kw={"delay": delay, "context_limit": 1_000_000})
+        data = list(steps_of(trial_dir))
     overheads = []
-    for step in data["steps"][1:]:
+    for step in data[1:]:
         t = step["extra"]["timings"]
         waits = sum(c["arguments"].get("duration", 0.0) for c in step["tool_calls"]
                     if c["function_name"] == "bash_command")
@@ -65,9 +47,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--delay", type=float, default=0.5, help="seconds per model request (scripted)")
     parser.add_argument("--duration", type=float, default=0.5, help="seconds each command asks to wait")
+    quick_flag(parser)
     args = parser.parse_args()
-    if not bwrap_available():
-        raise SystemExit("needs bubblewrap (bwrap) and nsenter for the local sandbox")
+    if args.quick:
+        args.steps, args.delay, args.duration = 3, 0.05, 0.05
+    require_sandbox()
     for delay, duration in ((0.0, 0.0), (args.delay, args.duration)):
         r = asyncio.run(measure(args.steps, delay, duration))
         print(f"model delay {delay:.2f} s, command wait {duration:.2f} s: {r['steps']} steps, overhead median "

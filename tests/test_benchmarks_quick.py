@@ -1,0 +1,81 @@
+"""Every benchmark under benchmarks/ runs in its ``--quick`` mode and exits 0, so one that no longer imports or
+crashes fails CI instead of rotting until someone runs it by hand. Benchmarks are found by glob (a new one is
+covered without editing this file); modules whose names start with ``_`` are shared support, not benchmarks.
+Benchmarks import the package and ``benchmarks/_support.py`` only, never ``tests``.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+BENCHMARKS = REPO / "benchmarks"
+MISSING_PART = 77  # benchmarks/_support.py: a part the benchmark needs (bwrap, tmux) is missing
+QUICK_TIMEOUT_SEC = 180
+
+
+def benchmark_scripts(folder: Path = BENCHMARKS) -> list[Path]:
+    """The benchmark scripts in ``folder``: every ``*.py`` but shared support modules (``_*.py``)."""
+    return sorted(p for p in folder.glob("*.py") if not p.name.startswith("_"))
+
+
+def run_quick(script: Path, timeout: float = QUICK_TIMEOUT_SEC) -> subprocess.CompletedProcess:
+    """``python <script> --quick`` from the repository root, as a user would run it."""
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": path}  # this checkout, whatever is installed
+    return subprocess.run([sys.executable, str(script), "--quick"], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=timeout, check=False)
+
+
+def check_quick_run(script: Path) -> None:
+    """Fail with the benchmark's output unless its quick run exits 0; skip (with the reason) on a missing part."""
+    proc = run_quick(script)
+    if proc.returncode == MISSING_PART:
+        pytest.skip(f"{script.name}: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else 'a part'}")
+    assert proc.returncode == 0, (f"{script.name} --quick exited {proc.returncode}\n--- stdout\n{proc.stdout[-3000:]}"
+                                  f"\n--- stderr\n{proc.stderr[-6000:]}")
+    assert proc.stdout.strip(), f"{script.name} --quick printed nothing"
+
+
+def imported_modules(script: Path) -> set[str]:
+    """Top-level names of every module ``script`` imports (anywhere in the file)."""
+    names = set()
+    for node in ast.walk(ast.parse(script.read_text(), filename=str(script))):
+        if isinstance(node, ast.Import):
+            names |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_benchmarks_are_found():
+    names = {p.name for p in benchmark_scripts()}
+    assert {"monitor_overhead.py", "verification.py", "seed_overhead.py"} <= names
+    assert "_support.py" not in names
+
+
+@pytest.mark.parametrize("script", benchmark_scripts(BENCHMARKS), ids=lambda p: p.stem)
+def test_benchmark_imports_no_test_module(script):
+    assert "tests" not in imported_modules(script), f"{script.name} imports from tests/: move the shared part"
+
+
+@pytest.mark.parametrize("script", benchmark_scripts(BENCHMARKS), ids=lambda p: p.stem)
+def test_benchmark_quick_mode_runs(script):
+    check_quick_run(script)
+
+
+def test_a_broken_benchmark_fails_the_check(tmp_path):
+    # What CI would meet if a benchmark's import were renamed away: the check must fail, not skip or pass.
+    broken = tmp_path / "broken_bench.py"
+    broken.write_text("from trials.endpoints.scripted import NoSuchServer\n")
+    assert benchmark_scripts(tmp_path) == [broken]
+    with pytest.raises(AssertionError, match="ImportError"):
+        check_quick_run(broken)
+    (tmp_path / "_helper.py").write_text("raise SystemExit(1)\n")
+    assert benchmark_scripts(tmp_path) == [broken]
