@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from evolve.agents.config import AgentsConfig
 from trials.endpoints.spec import EndpointSpec
 
 EXPERIMENT_VERSION = 1
@@ -47,6 +48,7 @@ class ExperimentConfig(BaseModel):
     concurrency: int = Field(default=1, ge=1)
     adoption: AdoptionPolicy = Field(default_factory=AdoptionPolicy)
     budgets: Budgets = Field(default_factory=Budgets)
+    agents: AgentsConfig = Field(default_factory=AgentsConfig, description="agent roles: backends, limits")
 
     @classmethod
     def load(cls, path: str | Path) -> ExperimentConfig:

@@ -9,8 +9,9 @@
 callable ``(body) -> item``. An item is
 
 - a ``str``: the assistant content;
-- a ``dict``: ``{"content", "finish_reason"="stop", "logprobs"=None, "usage"=None}``; ``logprobs`` is either
-  the OpenAI ``{"content": [...]}`` object or just its list; ``usage`` overrides the computed counts;
+- a ``dict``: ``{"content", "finish_reason"="stop", "logprobs"=None, "usage"=None, "tool_calls"=None}``;
+  ``logprobs`` is either the OpenAI ``{"content": [...]}`` object or just its list; ``usage`` overrides the
+  computed counts; ``tool_calls`` is a list of ``{"name", "arguments"}`` (finish_reason then ``tool_calls``);
 - a ``list`` of str/dict: one per choice. With ``n>1`` a single (non-list) item is replicated; a list shorter
   than ``n`` is answered as is (that is how a server that ignores ``n`` behaves);
 - a :class:`ScriptedError`: an OpenAI-style error body with its status (see the ``context_length_*`` helpers).
@@ -106,6 +107,17 @@ def _fake_logprobs(content: str, top_n: int) -> dict:
     entry = {"token": token, "logprob": -0.05, "bytes": list(token.encode()),
              "top_logprobs": top[: top_n] if top_n else []}
     return {"content": [entry]}
+
+
+def _tool_calls(calls: list, choice: int) -> list[dict]:
+    """OpenAI ``tool_calls`` from ``{"name", "arguments"}`` items (arguments a dict or a JSON string)."""
+    out = []
+    for i, call in enumerate(calls):
+        args = call.get("arguments", {})
+        out.append({"id": call.get("id") or f"call_{choice}_{i}_{uuid.uuid4().hex[:6]}", "type": "function",
+                    "function": {"name": call["name"],
+                                 "arguments": args if isinstance(args, str) else json.dumps(args)}})
+    return out
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -325,10 +337,13 @@ class ScriptedServer:
                 logprobs = {"content": logprobs}
             if logprobs is None and want_logprobs:
                 logprobs = _fake_logprobs(content, top_n)
+            message: dict[str, Any] = {"role": "assistant", "content": content}
+            if spec.get("tool_calls"):
+                message["tool_calls"] = _tool_calls(spec["tool_calls"], index)
             choices.append({
                 "index": index,
-                "message": {"role": "assistant", "content": content},
-                "finish_reason": spec.get("finish_reason", "stop"),
+                "message": message,
+                "finish_reason": spec.get("finish_reason", "tool_calls" if spec.get("tool_calls") else "stop"),
                 "logprobs": logprobs,
             })
             completion_tokens += estimate_tokens(content)

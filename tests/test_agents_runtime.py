@@ -1,0 +1,145 @@
+"""The role runtime on the openai backend against a scripted OpenAI-compatible server (real HTTP, no model)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from evolve.agents import Budget, Limits, Role, RoleError, get_role, make_backend, read_transcript, run_role
+from trials.endpoints.scripted import ScriptedServer
+from trials.endpoints.spec import EndpointSpec, PriceTable
+
+
+def call(name: str, **args) -> dict:
+    return {"content": "", "tool_calls": [{"name": name, "arguments": args}]}
+
+
+GOOD = {"answer": "it says hello", "evidence": [{"path": "a.txt", "detail": "line 1"}]}
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("hello world\n")
+    return ws
+
+
+def backend(srv: ScriptedServer, price: PriceTable | None = None):
+    return make_backend("openai", EndpointSpec(base_url=srv.base_url, model="scripted",
+                                               price=price or PriceTable()))
+
+
+def kinds(path: Path) -> list[str]:
+    return [row["kind"] for row in read_transcript(path)]
+
+
+def test_tool_calls_then_a_corrected_answer(workspace: Path, tmp_path: Path) -> None:
+    script = [call("list_dir", path="."), call("read_file", path="a.txt"),
+              call("final_answer", answer="", evidence=[]), call("final_answer", **GOOD)]
+    with ScriptedServer(script) as srv:
+        result = run_role(get_role("explorer"), {"question": "what does a.txt say?"}, workspace, backend(srv),
+                          transcripts=tmp_path / "tr")
+        requests = srv.requests
+    assert result.output.model_dump() == GOOD
+    assert result.usage.tool_calls == 2 and result.usage.requests == 4
+    # the model saw the tools' real results, and the corrective turn named both failing fields
+    tool_msgs = [m for m in requests[2]["messages"] if m["role"] == "tool"]
+    assert "1: hello world" in tool_msgs[-1]["content"]
+    rows = read_transcript(result.transcript)
+    corrective = [r for r in rows if r["kind"] == "corrective_turn"]
+    assert corrective and corrective[0]["fields"] == ["answer", "evidence"]
+    assert [r["tool"] for r in rows if r["kind"] == "tool_call"] == ["list_dir", "read_file"]
+    assert rows[-1]["kind"] == "end" and rows[-1]["status"] == "ok"
+    assert {t["function"]["name"] for t in requests[0]["tools"]} >= {"list_dir", "read_file", "final_answer"}
+
+
+def test_invalid_answers_end_in_a_role_error_naming_the_field(workspace: Path, tmp_path: Path) -> None:
+    bad = {"answer": "x", "evidence": [{"path": "a.txt"}]}  # evidence.0.detail missing, every time
+    script = [call("list_dir"), call("read_file", path="a.txt")] + [call("final_answer", **bad)] * 3
+    with ScriptedServer(script) as srv:
+        with pytest.raises(RoleError) as info:
+            run_role(get_role("explorer"), {"question": "q"}, workspace, backend(srv), transcripts=tmp_path)
+        assert srv.remaining == 0  # exactly 1 + corrective_turns (2) answers were asked for
+    err = info.value
+    assert err.kind == "invalid_output" and err.fields == ["evidence.0.detail"]
+    assert "evidence.0.detail" in str(err)
+    end = read_transcript(err.transcript)[-1]
+    assert end["kind"] == "end" and end["status"] == "invalid_output" and end["fields"] == ["evidence.0.detail"]
+
+
+def test_an_answer_before_enough_reading_is_sent_back(workspace: Path, tmp_path: Path) -> None:
+    script = [call("final_answer", **GOOD), call("read_file", path="a.txt"), call("list_dir"),
+              call("final_answer", **GOOD)]
+    with ScriptedServer(script) as srv:
+        result = run_role(get_role("explorer"), {"question": "q"}, workspace, backend(srv), transcripts=tmp_path)
+        retry = [m for m in srv.requests[1]["messages"] if m["role"] == "tool"][-1]["content"]
+    assert "at least 2 tool calls" in retry
+    assert result.usage.tool_calls == 2
+
+
+def test_bad_inputs_name_the_field_and_send_nothing(workspace: Path, tmp_path: Path) -> None:
+    with ScriptedServer([]) as srv:
+        with pytest.raises(RoleError) as info:
+            run_role(get_role("explorer"), {"question": ""}, workspace, backend(srv), transcripts=tmp_path)
+        assert srv.requests == []
+    assert info.value.kind == "bad_input" and info.value.fields == ["question"]
+
+
+def test_unknown_tool_is_a_config_error(workspace: Path, tmp_path: Path) -> None:
+    role = get_role("explorer").model_copy(update={"tools": ("read_file", "no_such_tool")})
+    with ScriptedServer([]) as srv, pytest.raises(RoleError, match="unknown tool 'no_such_tool'"):
+        run_role(role, {"question": "q"}, workspace, backend(srv), transcripts=tmp_path)
+
+
+def test_budget_is_checked_before_the_call_and_charged_after(workspace: Path, tmp_path: Path) -> None:
+    price = PriceTable(input_per_mtok=1000.0, output_per_mtok=1000.0)
+    script = [call("list_dir"), call("read_file", path="a.txt"), call("final_answer", **GOOD)]
+    budget = Budget(max_usd=1.0)
+    with ScriptedServer(script) as srv:
+        result = run_role(get_role("explorer"), {"question": "q"}, workspace, backend(srv, price),
+                          transcripts=tmp_path, budget=budget)
+        assert result.cost == pytest.approx((result.usage.input_tokens + result.usage.output_tokens) * 1e-3)
+        assert budget.spent_usd == pytest.approx(result.cost) and budget.by_role == {"explorer": result.cost}
+        budget.spent_usd = 1.0
+        sent = len(srv.requests)
+        with pytest.raises(RoleError) as info:
+            run_role(get_role("explorer"), {"question": "q"}, workspace, backend(srv, price),
+                     transcripts=tmp_path, budget=budget)
+        assert len(srv.requests) == sent  # refused before any request
+    assert info.value.kind == "budget"
+    again = Budget.from_transcripts(tmp_path, max_usd=5.0)
+    assert again.spent_usd == pytest.approx(result.cost) and again.calls == 2
+
+
+def test_deadline_kills_the_call_and_records_a_timeout(workspace: Path, tmp_path: Path) -> None:
+    role = get_role("explorer").model_copy(update={"limits": Limits(deadline_s=0.5)})
+    with ScriptedServer([call("list_dir")], delay=5.0) as srv, pytest.raises(RoleError) as info:
+        run_role(role, {"question": "q"}, workspace, backend(srv), transcripts=tmp_path)
+    assert info.value.kind == "timeout"
+    end = read_transcript(info.value.transcript)[-1]
+    assert end["status"] == "timeout"
+
+
+def test_long_tool_results_are_truncated_with_a_note(workspace: Path, tmp_path: Path) -> None:
+    (workspace / "big.txt").write_text("x" * 5000 + "\n")
+    role = get_role("explorer").model_copy(update={"limits": Limits(tool_output_chars=300, min_tool_calls=0)})
+    script = [call("read_file", path="big.txt"), call("final_answer", **GOOD)]
+    with ScriptedServer(script) as srv:
+        result = run_role(role, {"question": "q"}, workspace, backend(srv), transcripts=tmp_path)
+        seen = next(m for m in srv.requests[1]["messages"] if m["role"] == "tool")["content"]
+    assert "[truncated: 300 of" in seen and len(seen) < 400
+    row = next(r for r in read_transcript(result.transcript) if r["kind"] == "tool_result")
+    assert row["truncated"] is True and row["chars"] > 5000
+
+
+def test_prompted_output_mode_validates_json_text(workspace: Path, tmp_path: Path) -> None:
+    role: Role = get_role("explorer").model_copy(update={"output_mode": "prompted",
+                                                          "limits": Limits(min_tool_calls=0)})
+    script = ["not json at all", json.dumps(GOOD)]
+    with ScriptedServer(script) as srv:
+        result = run_role(role, {"question": "q"}, workspace, backend(srv), transcripts=tmp_path)
+    assert result.output.model_dump() == GOOD
+    assert "corrective_turn" in kinds(result.transcript)
