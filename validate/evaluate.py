@@ -38,12 +38,26 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from monitor.store import TrialTrace
 from trials.agents import AgentSpec
+from trials.endpoints.pool import EndpointPool
 from trials.endpoints.spec import EndpointSpec
 from trials.errors import RiseError
-from trials.job import cells, job_lock, move_aside, read_result, reap, summarize, trial_name
+from trials.executors.base import TrialCall, opened
+from trials.executors.config import ExecutorConfig
+from trials.executors.delivery import clear_incoming
+from trials.job import (
+    cells,
+    executor_for,
+    job_lock,
+    move_aside,
+    read_result,
+    reap,
+    run_cell,
+    summarize,
+    trial_name,
+)
 from trials.metrics import Grid, GridMetrics, compute_metrics, grid_from_results
 from trials.results import JobConfig, TrialResult
-from trials.runner import EnvFactory, run_trial
+from trials.runner import EnvFactory
 
 from .adoption import Policy, decide
 
@@ -110,6 +124,7 @@ class GridPlan:
     concurrency: int = 1
     settings: dict[str, Any] = field(default_factory=dict)
     verifier_endpoint: EndpointSpec | None = None
+    executor: ExecutorConfig | None = None  # where trials run (experiment.toml [executor]); None: here
 
     def job_config(self) -> JobConfig:
         job_dir = self.job_dir.resolve()
@@ -177,6 +192,7 @@ async def run_grid(plan: GridPlan, book: TrialBook, *, stop: Callable[[Grid], bo
     with job_lock(job_dir):
         _check_config(config, job_dir)
         await asyncio.to_thread(reap, config.env_kind, config.job_id)
+        clear_incoming(job_dir)
         if tasks is None:
             from trials.tasks import load_task_set
 
@@ -204,22 +220,24 @@ async def run_grid(plan: GridPlan, book: TrialBook, *, stop: Callable[[Grid], bo
 
         stopped = stop is not None and bool(todo) and stop(_outcome(plan, config, results, False, 0).grid)
         ran = 0
-        sem = asyncio.Semaphore(config.concurrency)
+        runner = executor_for(plan.executor, config.concurrency)
+        pool = EndpointPool.of(config.endpoint, plan.executor.replicas if plan.executor else [])
         bar = Progress(TextColumn(f"[bold]{plan.purpose}[/] {{task.description}}"), BarColumn(),
                        MofNCompleteColumn(), TimeElapsedColumn(), console=Console(stderr=True),
                        disable=not progress, transient=False)
 
         async def one(t: str, k: int, bar_id: Any) -> None:
             nonlocal stopped, ran
-            async with sem:
+            async with runner.slot():
                 if stopped:
                     return
                 tdir = job_dir / trial_name(t, k)
                 if tdir.exists():
                     move_aside(tdir)  # kills an agent a killed run orphaned, keeps the evidence
-                res = await run_trial(by_name[t], config.agent, config.endpoint, tdir, config.env_kind,
-                                      config.job_id, config.settings, config.verifier_endpoint, repetition=k,
-                                      env_factory=env_factory)
+                call = TrialCall(by_name[t], config.agent, config.endpoint, tdir, config.env_kind, config.job_id,
+                                 config.settings, config.verifier_endpoint, repetition=k, env_factory=env_factory)
+                res = await run_cell(runner, call, pool=pool,
+                                     reruns=plan.executor.node_lost_reruns if plan.executor else 1)
                 ran += 1
                 results[(t, k)] = res
                 book.record(res, tdir)
@@ -228,18 +246,20 @@ async def run_grid(plan: GridPlan, book: TrialBook, *, stop: Callable[[Grid], bo
                 if stop is not None and not stopped and stop(_outcome(plan, config, results, False, 0).grid):
                     stopped = True
 
-        with bar:
-            bar_id = bar.add_task(job_dir.name, total=len(cells(config)),
-                                  completed=len(cells(config)) - len(todo))
-            for attempt in range(infra_retries + 1):
-                if not todo or stopped:
-                    break
-                if attempt:
-                    log.warning("%s: rerunning %d ⊥ cell(s) (retry %d)", job_dir, len(todo), attempt)
-                async with asyncio.TaskGroup() as group:
-                    for t, k in todo:
-                        group.create_task(one(t, k, bar_id))
-                todo = [(t, k) for t, k in todo if (t, k) in results and results[(t, k)].is_infra]
+        async with opened(runner):
+            with bar:
+                bar_id = bar.add_task(job_dir.name, total=len(cells(config)),
+                                      completed=len(cells(config)) - len(todo))
+                for attempt in range(infra_retries + 1):
+                    if not todo or stopped:
+                        break
+                    if attempt:
+                        log.warning("%s: rerunning %d ⊥ cell(s) (retry %d)", job_dir, len(todo), attempt)
+                    async with asyncio.TaskGroup() as group:
+                        for t, k in todo:
+                            group.create_task(one(t, k, bar_id))
+                    todo = [(t, k) for t, k in todo if (t, k) in results and results[(t, k)].is_infra]
+        clear_incoming(job_dir)
 
         outcome = _outcome(plan, config, results, stopped and not _full(results, config), ran)
         summarize(config, job_dir, trials_run=ran, started_at=started).write(job_dir / "job_result.json")
