@@ -11,6 +11,7 @@ from typing import Any
 
 import git
 
+from validate.contracts import changed_contracts, load_contracts
 from validate.evaluate import kill_point
 
 from .ledger import CandidateCreated
@@ -120,10 +121,6 @@ class CandidateCreation:
 
     def enable_switches(self, wt: Path, incumbent_dir: Path) -> dict[str, Any]:
         """Turn on the switch of each mechanism whose contract the candidate adds or changes."""
-        try:
-            from validate.contracts import changed_contracts, load_contracts
-        except ImportError:
-            return {}
         contracts, _ = load_contracts(wt)
         enabled = {}
         for mech in changed_contracts(wt, incumbent_dir):

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from validate.contracts import changed_contracts, mechanism_spans
 from validate.evaluate import kill_point, screen
 
 from .candidates import COMMIT_MARK, boundaries_added
@@ -117,10 +118,6 @@ class CheckStages:
                         f"({ev[0].details.get('reason')})", {"stage": "screening", "details": ev[0].details})
 
     def _contract_spans(self, wt: Path, incumbent: str) -> list[str]:
-        try:
-            from validate.contracts import changed_contracts, mechanism_spans
-        except ImportError:
-            return []
         changed = changed_contracts(wt, self.version_dir(incumbent))
         return sorted({s for spans in mechanism_spans(wt, changed).values() for s in spans}) if changed else []
 

@@ -25,14 +25,8 @@ def _main(verbose: bool = typer.Option(False, "--verbose", "-v", help="debug log
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
-for _name in COMMAND_MODULES:
-    try:
-        _mod = importlib.import_module(f"evolve.commands.{_name}")
-    except ModuleNotFoundError as exc:  # a room not built yet must not break the other commands
-        if exc.name != f"evolve.commands.{_name}":
-            raise
-        continue
-    _mod.register(app)
+for _name in COMMAND_MODULES:  # a module that fails to import is an error, never a command silently missing
+    importlib.import_module(f"evolve.commands.{_name}").register(app)
 
 if __name__ == "__main__":
     app()

@@ -430,8 +430,7 @@ def test_build_actor_validates_settings():
 
 
 async def test_with_the_harness_model_caller_and_parser():
-    model_call = pytest.importorskip("harness_seed.model_call")
-    parsing = pytest.importorskip("harness_seed.parsing")
+    from harness_seed import model_call, parsing
     from harness_seed.settings import load_settings
 
     settings = load_settings()

@@ -21,10 +21,8 @@ pytestmark = pytest.mark.sandbox
 
 
 def _need_parts() -> None:
-    try:
-        from trials.environments.local import bwrap_available
-    except ImportError:
-        pytest.skip("trials.environments.local is not there yet")
+    from trials.environments.local import bwrap_available
+
     if not bwrap_available():
         pytest.skip("bubblewrap (bwrap) and nsenter are needed for the local sandbox")
     if not (STARTER / "hello-file" / "task.toml").is_file():
@@ -132,17 +130,31 @@ def test_oracle_in_docker_and_a_broken_image_is_infra(tmp_path):
     assert log.is_file() and "exit" in log.read_text().lower()
 
 
+def test_rise_eval_refuses_a_dead_model_server_naming_its_url(tmp_path):
+    proc = rise_eval("--tasks", str(STARTER), "--task", "hello-file", "--agent", "seed", "--env", "local",
+                     "--base-url", "http://127.0.0.1:9/v1", "--model", "nothing", "--job-dir", str(tmp_path / "job"),
+                     timeout=60)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "http://127.0.0.1:9/v1/chat/completions" in proc.stderr and "rise serve bundled" in proc.stderr
+    assert not (tmp_path / "job").exists()
+
+
 @pytest.mark.tmux
-def test_seed_harness_against_an_unreachable_server_is_infra(tmp_path):
+def test_seed_harness_against_a_server_that_stops_answering_is_infra(tmp_path):
+    """The server passes the pre-flight check, then answers 503 to every chat call: ⊥, never the agent's."""
     _need_parts()
     if shutil.which("tmux") is None:
         pytest.skip("tmux is needed by the seed harness")
+    from trials.endpoints.scripted import ScriptedError, ScriptedServer
+
     out = tmp_path / "res.json"
-    proc = rise_eval("--tasks", str(STARTER), "--task", "hello-file", "--agent", "seed", "--env", "local",
-                     "--base-url", "http://127.0.0.1:9/v1", "--model", "nothing", "--job-dir", str(tmp_path / "job"),
-                     "--json", str(out), timeout=200)
+    with ScriptedServer(lambda body: ScriptedError(503, "no replica is serving this model")) as srv:
+        proc = rise_eval("--tasks", str(STARTER), "--task", "hello-file", "--agent", "seed", "--env", "local",
+                         "--base-url", srv.base_url, "--model", "scripted", "--job-dir", str(tmp_path / "job"),
+                         "--setting", "model.max_attempts=1", "--json", str(out), timeout=200)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     res = json.loads((tmp_path / "job" / "hello-file__r1" / "result.json").read_text())
     assert res["status"] == "infra" and res["infra_cause"] == "model_unreachable"
     assert "\n" not in res["infra_message"] and res["harness_version"].startswith("seed-")
+    assert f"tried {srv.base_url}/chat/completions" in res["infra_message"], res["infra_message"]
     assert (tmp_path / "job" / "hello-file__r1" / "agent" / "trajectory.json").is_file()

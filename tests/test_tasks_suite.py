@@ -6,7 +6,6 @@ for the untouched run and one for the solved run, so the first cannot leave anyt
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 from pathlib import Path
 
@@ -22,8 +21,6 @@ TB_FIXTURES = ROOT / "tests" / "data" / "tasks_tb"
 
 
 def _local_environment():
-    if importlib.util.find_spec("trials.environments.local") is None:
-        pytest.skip("trials/environments/local.py (the local sandbox) is not there yet")
     if shutil.which("bwrap") is None or shutil.which("nsenter") is None:
         pytest.skip("the local sandbox needs bubblewrap (bwrap) and nsenter")
     from trials.environments.local import LocalEnvironment

@@ -66,21 +66,16 @@ def oracle_agent() -> AgentSpec:
 
 
 def harness_agent(harness_dir: Path, name: str | None = None, version: str | None = None) -> AgentSpec:
-    """A harness package directory run through ``monitor.host`` when it exists, else plainly."""
+    """A harness package directory, run through ``monitor.host`` (which records its dual trace)."""
     harness_dir = harness_dir.resolve()
     if not (harness_dir / "main.py").is_file():
         raise ValueError(f"{harness_dir}: not a harness package (no main.py)")
     name = name or harness_dir.name
     version = version or f"{name}-{tree_hash(harness_dir)[:12]}"
-    if importlib.util.find_spec("monitor.host") is not None:
-        argv = [sys.executable, "-m", "monitor.host", "--harness", str(harness_dir), "--spec", "{spec}"]
-        env: dict[str, str] = {}
-    else:
-        argv = [sys.executable, "-m", harness_dir.name, "--spec", "{spec}"]
-        parent = str(harness_dir.parent)
-        env = {"PYTHONPATH": os.pathsep.join(p for p in (parent, os.environ.get("PYTHONPATH", "")) if p)}
-    return AgentSpec(kind="process", name=name, argv=argv, env=env, harness_version=version,
-                     harness_dir=str(harness_dir))
+    import monitor.host  # noqa: F401  # the recording host is part of the platform: a broken import is an error
+
+    argv = [sys.executable, "-m", "monitor.host", "--harness", str(harness_dir), "--spec", "{spec}"]
+    return AgentSpec(kind="process", name=name, argv=argv, harness_version=version, harness_dir=str(harness_dir))
 
 
 def _sha256(data: bytes) -> str:

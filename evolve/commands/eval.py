@@ -120,13 +120,19 @@ def _endpoint(agent_kind: str, base_url: str | None, model: str | None, api_key_
         return EndpointSpec(base_url=base_url, model=model, api_key_env=api_key_env)
     if agent_kind == "oracle":
         return None
-    try:
-        from trials.endpoints.serve import ensure_bundled_server
-    except ImportError as exc:
-        raise RiseError(f"no --base-url given and the bundled server is unavailable: {exc}") from exc
+    from trials.endpoints.serve import ensure_bundled_server  # imported late: only runs that start the server
     kwargs = {"port": port} if port else {}
     _err.print(f"no --base-url: starting or reusing the bundled model server ({model or DEFAULT_MODEL})")
     return ensure_bundled_server(model or DEFAULT_MODEL, progress=_err.print, **kwargs)
+
+
+async def _require_reachable(endpoint: EndpointSpec) -> None:
+    """A dead server is the user's to fix before the grid, not a grid of ⊥ trials."""
+    from trials.endpoints.client import ModelClient, unreachable_hint
+
+    async with ModelClient(endpoint) as client:
+        if not await client.health():
+            raise RiseError(f"the model server does not answer: {unreachable_hint(endpoint.base_url)}")
 
 
 async def _cancel_on_sigterm(coro: Any) -> Any:
@@ -173,6 +179,8 @@ def eval_cmd(
         settings = parse_settings(setting or [])
         check_settings(spec.harness_dir, settings)  # a typo fails here, not as every trial's "failure"
         endpoint = _endpoint(spec.kind, base_url, model, api_key_env, port)
+        if endpoint is not None and spec.kind != "oracle":
+            asyncio.run(_require_reachable(endpoint))
         job_dir = job_dir or Path("runs") / "jobs" / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         config = JobConfig(job_id=job_id_for(job_dir), tasks_dir=str(Path(tasks).resolve()),
                            task_names=sorted(t.name for t in loaded), agent=spec, env_kind=env, r=r,

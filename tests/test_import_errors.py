@@ -1,0 +1,35 @@
+"""An import error is an error (issue 15 item 9): no part of the platform turns a broken import into quietly
+reduced behaviour (a missing CLI command, candidates without their switches, a harness run without recording)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+BLOCK = "import sys\nsys.modules[{blocked!r}] = None  # importing it now fails as a missing module does\n"
+
+
+def _run_blocked(blocked: str, code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", BLOCK.format(blocked=blocked) + code], capture_output=True,
+                          text=True, cwd=os.getcwd(), timeout=120, check=False)
+
+
+@pytest.mark.parametrize(("blocked", "code"), [
+    ("evolve.commands.inspect", "import evolve.cli"),  # the CLI's command registry
+    ("validate.contracts", "import evolve.controller"),  # the controller's switches and screening spans
+    ("monitor.host", ("from pathlib import Path\nfrom trials.agents import harness_agent\n"
+                      "harness_agent(Path('harness_seed'))")),  # the agents module: a run without recording
+])
+def test_a_missing_module_is_an_error(blocked, code):
+    proc = _run_blocked(blocked, code)
+    assert proc.returncode != 0 and "ModuleNotFoundError" in proc.stderr and blocked in proc.stderr, proc.stderr
+
+
+def test_the_same_code_runs_when_nothing_is_blocked():
+    proc = _run_blocked("no.such.module", "import evolve.cli, evolve.controller\nfrom pathlib import Path\n"
+                        "from trials.agents import harness_agent\n"
+                        "assert harness_agent(Path('harness_seed')).argv[2] == 'monitor.host'")
+    assert proc.returncode == 0, proc.stderr
