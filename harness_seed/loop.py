@@ -67,7 +67,8 @@ class Agent:
     # -- the loop -------------------------------------------------------------------------------
 
     async def run(self) -> str:
-        """Run to the end; returns ``completed``, ``max_episodes`` or ``session_lost``."""
+        """Run to the end; returns ``completed``, ``max_episodes`` or ``session_ended`` (the agent's keys ended
+        the tmux session; a sandbox that is gone raises :class:`tmux.TmuxError` instead)."""
         await self.session.start()
         screen = observation.limit_output(await self.observe(), self.s.terminus.initial_screen_bytes)
         self.prompt = templates.render(f"prompt_{self.fmt}", instruction=self.instruction, terminal_state=screen,
@@ -75,14 +76,16 @@ class Agent:
                                        max_duration=self.s.terminus.max_command_duration_sec)
         self.trajectory.add_prompt(self.prompt)
         self.trajectory.write()
-        for episode in range(self.s.terminus.max_episodes):
-            api.set_episode(episode)
-            self.episodes = episode + 1
-            if not await self.session.is_alive():
-                log.warning("the tmux session is gone; stopping")
-                return "session_lost"
-            if await self.step(episode):
-                return "completed"
+        try:
+            for episode in range(self.s.terminus.max_episodes):
+                api.set_episode(episode)
+                self.episodes = episode + 1
+                await self.session.check_alive()
+                if await self.step(episode):
+                    return "completed"
+        except tmux.SessionEnded:
+            log.warning("the tmux session was ended from inside the sandbox; stopping")
+            return "session_ended"
         return "max_episodes"
 
     async def step(self, episode: int) -> bool:
@@ -111,7 +114,14 @@ class Agent:
             self.prompt = templates.render("parse_error", error=parsed.error, warnings=parsed.warnings,
                                            fmt=self.fmt)
             return self._record(episode, sent, reply, parsed, clock, extra)
-        extra["timed_out"], output = await self.execute_commands(parsed.commands)
+        try:
+            extra["timed_out"], output = await self.execute_commands(parsed.commands)
+        except Exception as exc:  # keep the step that happened, then let the run end as it must
+            ended = isinstance(exc, tmux.SessionEnded)
+            extra["session_ended" if ended else "error"] = True if ended else f"{type(exc).__name__}: {exc}"
+            clock.lap("exec_sec")
+            self._record(episode, sent, reply, parsed, clock, extra, done=True)
+            raise
         clock.lap("exec_sec")
         verdict = self.handshake.on_reply(parsed)
         extra["completion"] = verdict.value
@@ -164,8 +174,12 @@ class Agent:
 
     async def observe(self) -> str:
         """The terminal as the model should see it now (incremental when possible)."""
-        buffer = await self.session.capture(entire=True)
-        screen = await self.session.capture()
+        try:
+            buffer = await self.session.capture(entire=True)
+            screen = await self.session.capture()
+        except tmux.CaptureFailed as exc:  # tolerated, as the reference does: say so, keep the diff base
+            log.warning("%s", exc)
+            return templates.render("capture_failed", error=str(exc))
         obs = observation.build_observation(buffer, screen, self.previous_buffer, self.s.observation.incremental)
         self.previous_buffer = obs.buffer
         return obs.text

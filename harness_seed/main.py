@@ -24,8 +24,10 @@ from .settings import load_settings
 
 log = logging.getLogger(__name__)
 
-_STATUS = {"completed": ("completed", None), "max_episodes": ("max_episodes", None),
-           "session_lost": ("error", "session_lost")}
+# run() status -> (AgentOutcome.status, error_kind, error). A session the agent ended is its own outcome: the
+# runner runs the verifier (error_kind is not an infrastructure cause).
+_STATUS = {"completed": ("completed", None, None), "max_episodes": ("max_episodes", None, None),
+           "session_ended": ("error", "session_ended", "session ended by the agent")}
 
 
 def _setup_logging(agent_dir: Path) -> None:
@@ -71,7 +73,7 @@ async def run_trial(spec: api.TrialSpec) -> api.AgentOutcome:
                            model_name=spec.endpoint.model, refine_context=spec.refine_context,
                            harness_version=spec.harness_version)
         status = await asyncio.wait_for(agent.run(), timeout=spec.timeout_sec)
-        outcome.status, outcome.error_kind = _STATUS[status]
+        outcome.status, outcome.error_kind, outcome.error = _STATUS[status]
     except (Exception, asyncio.CancelledError) as exc:  # noqa: BLE001 (every end must leave an outcome)
         outcome.error_kind = error_kind(exc)
         outcome.error = "".join(traceback.format_exception(exc))[-8000:]

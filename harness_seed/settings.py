@@ -42,6 +42,8 @@ class TmuxSettings(_Section):
     blocking_timeout_sec: float = Field(default=180.0, gt=0)
     exec_timeout_sec: float = Field(default=30.0, gt=0)
     startup_timeout_sec: float = Field(default=5.0, ge=0)
+    capture_attempts: int = Field(default=3, ge=1)
+    capture_retry_wait_sec: float = Field(default=1.0, ge=0)
 
 
 class ObservationSettings(_Section):

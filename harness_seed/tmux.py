@@ -5,6 +5,12 @@ Keys go through ``tmux send-keys``, shell-quoted and split so each send-keys com
 tmux message limit. The agent sends non-blocking (send, then sleep for the command's duration); the blocking
 mode appends ``; tmux wait -S done`` to the command and waits for that signal, raising
 :class:`TmuxTimeout` when it does not come in time.
+
+Who is to blame when the pane cannot be read: a capture that fails while the session lives is retried
+(``capture_attempts``) and then reported as :class:`CaptureFailed`, which the loop tolerates; a session that
+is gone while the sandbox still runs commands was ended from inside (the agent typed ``exit``, killed tmux...)
+and raises :class:`SessionEnded`, an agent outcome; only a sandbox that no longer runs anything raises
+:class:`TmuxError` (cause ``sandbox``, scored ⊥).
 """
 
 from __future__ import annotations
@@ -16,6 +22,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_fixed
+
 log = logging.getLogger(__name__)
 
 # What ends a keystroke string that runs a command (for the blocking mode).
@@ -26,6 +34,16 @@ class TmuxError(RuntimeError):
     """tmux is missing in the sandbox or does not answer (an environment failure, not the agent's)."""
 
     cause = "sandbox"
+
+
+class CaptureFailed(TmuxError):
+    """The pane could not be read, several times, while the session and the sandbox were alive."""
+
+
+class SessionEnded(RuntimeError):
+    """The tmux session ended while the sandbox still answers: ended from inside, by the agent's keys."""
+
+    cause = "session_ended"
 
 
 class TmuxTimeout(TimeoutError):
@@ -111,11 +129,42 @@ class TmuxSession:
         result = await self.env.exec(f"tmux has-session -t {self.target}", timeout=self.s.exec_timeout_sec)
         return result.returncode == 0 and not result.timed_out
 
+    async def sandbox_answers(self) -> bool:
+        """Whether the sandbox still runs a trivial command (it is not gone)."""
+        try:
+            result = await self.env.exec("true", timeout=self.s.exec_timeout_sec)
+        except Exception as exc:  # noqa: BLE001 (any failure to run anything means the sandbox is gone)
+            log.warning("the sandbox does not run commands: %s", exc)
+            return False
+        return result.ok
+
+    async def check_alive(self) -> None:
+        """Raise :class:`SessionEnded` when the session is gone but the sandbox answers, :class:`TmuxError`
+        when the sandbox itself is gone; return when the session lives."""
+        if await self.is_alive():
+            return
+        if await self.sandbox_answers():
+            raise SessionEnded("session ended by the agent")
+        raise TmuxError("the sandbox stopped answering (the tmux session is gone with it)")
+
     async def capture(self, entire: bool = False) -> str:
-        """The visible pane, or with ``entire`` the whole scrollback."""
-        history = "-S - " if entire else ""
-        result = await self._exec(f"tmux capture-pane -p {history}-t {self.target}")
-        return result.stdout
+        """The visible pane, or with ``entire`` the whole scrollback. A failed capture is retried while the
+        session lives (:class:`CaptureFailed` after the last attempt); a gone session raises as
+        :meth:`check_alive` does."""
+        cmd = f"tmux capture-pane -p {'-S - ' if entire else ''}-t {self.target}"
+        retrying = AsyncRetrying(stop=stop_after_attempt(self.s.capture_attempts),
+                                 wait=wait_fixed(self.s.capture_retry_wait_sec),
+                                 retry=retry_if_exception_type(CaptureFailed), sleep=self._sleep, reraise=True)
+        async for attempt in retrying:
+            with attempt:
+                result = await self.env.exec(cmd, timeout=self.s.exec_timeout_sec)
+                if result.ok:
+                    return result.stdout
+                await self.check_alive()
+                why = "timed out" if result.timed_out else (result.stderr or result.stdout).strip()[:300]
+                log.warning("tmux capture failed (attempt %d): %s", attempt.retry_state.attempt_number, why)
+                raise CaptureFailed(f"tmux capture-pane failed {self.s.capture_attempts} times: {why}")
+        raise AssertionError("unreachable: tenacity re-raises the last failure")
 
     async def _send(self, keys: str) -> None:
         prefix = f"tmux send-keys -t {self.target} -- "
