@@ -61,10 +61,17 @@ def spans(ctx: ToolContext,
     rows: list[dict[str, Any]] = [
         {"name": s.name, "function": s.function, "episode": s.episode, "status": s.status,
          "ms": round((s.end_ns - s.start_ns) / 1e6, 2),
-         "attributes": {k: v for k, v in s.attributes.items() if not k.startswith(("code.", "rise.trial"))}}
+         "attributes": {k: _short(v) for k, v in s.attributes.items() if not k.startswith(("code.", "rise.trial"))}}
         for s in found[:MAX_SPANS]]
     more = f"\n[{len(found) - MAX_SPANS} more spans not shown]" if len(found) > MAX_SPANS else ""
     return (json.dumps(rows, indent=1, default=str) + more) if rows else "no spans match"
+
+
+def _short(value: Any, limit: int = 300) -> Any:
+    text = value if isinstance(value, str) else None
+    if text is not None and len(text) > limit:
+        return text[:limit] + f"... [{len(text) - limit} more characters]"
+    return value
 
 
 def _handbook(ctx: ToolContext):

@@ -1,0 +1,111 @@
+"""The tools every backend shares: results, errors the model sees, confinement of paths (symlinks resolved)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from evolve.agents import Limits, ToolContext, ToolError, get_tool, list_tools, read_transcript, tool
+from evolve.agents.tools import invoke
+from evolve.agents.transcript import Transcript
+
+TRIAL = Path(__file__).parent / "data" / "agents" / "trials" / "greet__r1"
+SEED = Path(__file__).parents[1] / "harness_seed"
+
+
+@pytest.fixture
+def ctx(tmp_path: Path) -> ToolContext:
+    ws = tmp_path / "ws"
+    shutil.copytree(TRIAL, ws / "greet__r1")
+    (ws / "notes.txt").write_text("alpha\nbeta\ngamma\n")
+    (tmp_path / "secret.txt").write_text("outside\n")
+    return ToolContext(workspace=ws, limits=Limits(tool_output_chars=10**6), transcript=Transcript(tmp_path / "t.jsonl", "t"),
+                       harness=SEED)
+
+
+def use(ctx: ToolContext, name: str, **args) -> str:
+    return asyncio.run(invoke(get_tool(name), ctx, args))
+
+
+def test_read_file_lines_and_list_dir(ctx: ToolContext) -> None:
+    assert use(ctx, "read_file", path="notes.txt", start=2, end=3) == "notes.txt (lines 2-3 of 3)\n2: beta\n3: gamma"
+    listing = use(ctx, "list_dir", path="greet__r1/agent")
+    assert "trajectory.json (" in listing and "spans.jsonl (" in listing
+    assert use(ctx, "list_dir").splitlines() == ["greet__r1/", "notes.txt (17 bytes)"]
+
+
+def test_grep_reports_file_and_line(ctx: ToolContext) -> None:
+    assert use(ctx, "grep", pattern="^gam", path=".") == "notes.txt:3: gamma"
+    assert use(ctx, "grep", pattern="(unclosed").startswith("error: invalid regular expression")
+
+
+@pytest.mark.parametrize("path", ["../secret.txt", "{outside}/secret.txt", "/etc/passwd", "link/secret.txt",
+                                  "greet__r1/../../secret.txt"])
+def test_paths_outside_the_workspace_are_refused(ctx: ToolContext, path: str) -> None:
+    (ctx.workspace / "link").symlink_to(ctx.workspace.parent)  # planted link pointing out
+    text = use(ctx, "read_file", path=path.format(outside=ctx.workspace.parent))
+    assert text.startswith("refused: ") and "outside the workspace" in text
+    assert ctx.usage.refusals == 1
+    rows = read_transcript(ctx.transcript.path)
+    assert rows[-1]["kind"] == "tool_result" and rows[-1]["status"] == "refused"
+
+
+def test_grep_does_not_follow_links_out(ctx: ToolContext) -> None:
+    (ctx.workspace / "link.txt").symlink_to(ctx.workspace.parent / "secret.txt")
+    assert use(ctx, "grep", pattern="^outside") == "no match for '^outside' under '.'"
+
+
+def test_invalid_arguments_reach_the_model_naming_the_argument(ctx: ToolContext) -> None:
+    text = use(ctx, "read_file", path="notes.txt", start=0)
+    assert text.startswith("error: invalid arguments for read_file: start:")
+    assert use(ctx, "read_file", nope=1).startswith("error: invalid arguments for read_file:")
+    assert use(ctx, "read_file", path="missing.txt").startswith("error: no such file")
+
+
+def test_trajectory_step_of_a_real_trial(ctx: ToolContext) -> None:
+    steps = json.loads(use(ctx, "trajectory_step", trial="greet__r1", episode=0))
+    assert steps and all(s["episode"] == 0 and s["trial_id"] == "greet__r1" for s in steps)
+    assert "no episode 99" in use(ctx, "trajectory_step", trial="greet__r1", episode=99)
+
+
+def test_spans_of_a_real_trial_filtered_by_episode_and_behaviour(ctx: ToolContext) -> None:
+    all_spans = json.loads(use(ctx, "spans", trial="greet__r1"))
+    first = json.loads(use(ctx, "spans", trial="greet__r1", episode=0))
+    assert 0 < len(first) < len(all_spans) + 1 and {s["episode"] for s in first} == {0}
+    assert "no behaviour 'no.such'" in use(ctx, "spans", trial="greet__r1", behaviour="no.such")
+
+
+def test_handbook_entry_by_id_and_by_function(ctx: ToolContext) -> None:
+    from handbook.model import load_handbook
+
+    book = load_handbook(SEED / "HANDBOOK.toml")
+    _, behaviour = next(book.iter_behaviours())
+    entry = json.loads(use(ctx, "handbook", query=behaviour.id))
+    assert entry[0]["id"] == behaviour.id
+    if behaviour.functions:
+        by_function = json.loads(use(ctx, "handbook", query=behaviour.functions[0]))
+        assert behaviour.id in [b["id"] for b in by_function]
+
+
+def test_registry_schemas_and_a_new_tool(ctx: ToolContext) -> None:
+    names = {t.name for t in list_tools("read")}
+    assert {"read_file", "list_dir", "grep", "trajectory_step", "spans", "handbook"} <= names
+    assert {t.name for t in list_tools("write")} == {"write_file", "edit_file", "run", "check"}
+    assert get_tool("read_file").json_schema()["required"] == ["path"]
+
+    @tool(name="shout_test", group="read")
+    def shout_test(ctx: ToolContext, word: str) -> str:
+        """Upper-case a word."""
+        if not word:
+            raise ToolError("empty word")
+        return word.upper()
+
+    assert get_tool("shout_test").json_schema()["properties"]["word"]["type"] == "string"
+    assert use(ctx, "shout_test", word="hi") == "HI"
+    assert use(ctx, "shout_test", word="") == "error: empty word"
+    with pytest.raises(ValueError, match="already registered"):
+        tool(name="shout_test")(lambda ctx, word: word)
