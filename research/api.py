@@ -80,6 +80,14 @@ class Research:
     def corpus(self) -> Corpus:
         return load_corpus(self.settings.corpus or None)
 
+    def trees(self, only: list[str] | None = None, update: bool = False,
+              log: Callable[[str], None] = print) -> list[tuple[GitSource | DistSource | LocalSource, SourceTree]]:
+        """Each chosen source of the corpus file brought into the cache and opened at its pin (no indexing)."""
+        self._require()
+        corpus = self.corpus()
+        chosen = [corpus.source(n) for n in only] if only else list(corpus.sources)
+        return [(src, self._tree(src, update, log)) for src in chosen]
+
     def _tree(self, src: GitSource | DistSource | LocalSource, update: bool,
               log: Callable[[str], None]) -> SourceTree:
         if isinstance(src, GitSource):
@@ -94,11 +102,10 @@ class Research:
         bring the index up to date by content hash. Sources dropped from the corpus leave the index."""
         self._require()
         corpus = self.corpus()
-        chosen = [corpus.source(n) for n in only] if only else list(corpus.sources)
         report = SyncReport()
         with locked(self.root):
             t0 = time.perf_counter()
-            pairs = [(src, self._tree(src, update, log)) for src in chosen]
+            pairs = self.trees(only, update, log)
             report.fetch_seconds = time.perf_counter() - t0
             index = Index(self.index_path)
             try:
@@ -107,7 +114,7 @@ class Research:
                     report.removed = index.drop_sources_except({s.name for s in corpus.sources})
             finally:
                 index.close()
-        report.sources = [s.name for s in chosen]
+        report.sources = [s.name for s, _ in pairs]
         return report
 
     def _index(self) -> Index:

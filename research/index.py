@@ -22,9 +22,9 @@ from .sources import DistSource, GitSource, LocalSource, ResearchError
 
 AnySource = GitSource | DistSource | LocalSource
 
-SCHEMA = 1
-# column weights for bm25(): name (qualified name, section title), path, body
-_WEIGHTS = "4.0, 2.0, 1.0"
+SCHEMA = 2
+# column weights for bm25(): name (qualified name, section title), path, body, source (not indexed)
+_WEIGHTS = "4.0, 2.0, 1.0, 0.0"
 _CANDIDATES = 2000  # best BM25 matches re-scored by coordination
 _STOP = frozenset({
     "a", "an", "and", "are", "as", "at", "be", "before", "by", "do", "does", "for", "from", "has", "have", "how",
@@ -40,7 +40,8 @@ CREATE TABLE IF NOT EXISTS files(source TEXT, path TEXT, hash TEXT, PRIMARY KEY(
 CREATE TABLE IF NOT EXISTS units(id INTEGER PRIMARY KEY, source TEXT, path TEXT, kind TEXT, name TEXT,
     start INTEGER, "end" INTEGER, hash TEXT);
 CREATE INDEX IF NOT EXISTS units_file ON units(source, path);
-CREATE VIRTUAL TABLE IF NOT EXISTS units_fts USING fts5(name, path, body, tokenize='porter unicode61');
+CREATE VIRTUAL TABLE IF NOT EXISTS units_fts USING fts5(name, path, body, source UNINDEXED,
+    tokenize='porter unicode61');
 """
 
 
@@ -141,8 +142,8 @@ class Index:
                 cur = self.db.execute(
                     'INSERT INTO units(source, path, kind, name, start, "end", hash) VALUES (?,?,?,?,?,?,?)',
                     (name, path, u.kind, u.name, u.start, u.end, u.hash))
-                self.db.execute("INSERT INTO units_fts(rowid, name, path, body) VALUES (?,?,?,?)",
-                                (cur.lastrowid, f"{u.name} {_camel_words(u.name)}", path, u.text))
+                self.db.execute("INSERT INTO units_fts(rowid, name, path, body, source) VALUES (?,?,?,?,?)",
+                                (cur.lastrowid, f"{u.name} {_camel_words(u.name)}", path, u.text, name))
             self.db.execute("INSERT INTO files VALUES (?,?,?)", (name, path, digest))
             stats.files_indexed += 1
             stats.units_added += len(units)
@@ -201,10 +202,11 @@ class Index:
         if limit < 1 or per_framework < 1:
             raise ResearchError("search", "limit and per-framework must be at least 1")
         words = fts_query(query)
-        rows = self.db.execute(
-            f"""SELECT f.rowid, bm25(units_fts, {_WEIGHTS}) AS r, s.framework
-                FROM units_fts f JOIN units u ON u.id = f.rowid JOIN sources s ON s.name = u.source
-                WHERE units_fts MATCH ? ORDER BY r LIMIT {_CANDIDATES}""", (words,)).fetchall()
+        framework = dict(self.db.execute("SELECT name, framework FROM sources").fetchall())
+        # the source name sits in the FTS row (unindexed), so ranking needs no join with units
+        rows = [(rid, r, framework.get(src, src)) for rid, r, src in self.db.execute(
+            f"""SELECT rowid, bm25(units_fts, {_WEIGHTS}) AS r, source FROM units_fts
+                WHERE units_fts MATCH ? ORDER BY r LIMIT {_CANDIDATES}""", (words,))]
         terms = words.split(" OR ")
         # one plain MATCH per word (fast); adding "rowid IN (...)" makes FTS5 scan, hundreds of times slower
         holds = [{r[0] for r in self.db.execute("SELECT rowid FROM units_fts WHERE units_fts MATCH ?", (t,))}

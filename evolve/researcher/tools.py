@@ -1,0 +1,94 @@
+"""The researcher's two tools, registered in the agent-roles tool registry: ``search_corpus`` (BM25 over the
+external-harness corpus) and ``read_reference`` (a reference's lines, re-read from its pinned source and
+hash-checked). Both write into the call's :class:`ResearchRecord`, so what was searched and read is kept even
+when the model's answer cites nothing."""
+
+from __future__ import annotations
+
+import threading
+from typing import Annotated
+
+from pydantic import BaseModel, Field
+
+from evolve.agents import ToolContext, ToolError, tool
+from research.api import Research
+from research.reference import Reference, SearchRecord
+from research.sources import ResearchError
+
+EXCERPT_SHOWN = 6       # excerpt lines per hit in a search result
+READ_MAX_LINES = 120    # a longer reference is shown from its start; the model can read the file elsewhere
+
+
+class ResearchRecord(BaseModel):
+    """Every search (with its hits) and every read of one researcher call."""
+
+    searches: list[SearchRecord] = Field(default_factory=list)
+    read: list[str] = Field(default_factory=list, description="reference ids read, in order")
+
+    def found(self) -> dict[str, Reference]:
+        """Reference ids this call's searches returned."""
+        return {r.id: r for s in self.searches for r in s.references}
+
+
+_lock = threading.Lock()  # tools run on worker threads; the record is shared by one call's tools
+
+
+def _research(ctx: ToolContext) -> tuple[Research, ResearchRecord]:
+    research = ctx.extra.get("research")
+    record = ctx.extra.get("research_record")
+    if not isinstance(research, Research) or not isinstance(record, ResearchRecord):
+        raise ToolError("no research corpus was given to this call (extra['research'], extra['research_record'])")
+    if not research.enabled:
+        raise ToolError("external research is off for this run (--no-external-research)")
+    return research, record
+
+
+def _where(ref: Reference) -> str:
+    return f"{ref.source}@{ref.version}:{ref.path}#L{ref.start_line}-L{ref.end_line}"
+
+
+@tool(group="read")
+def search_corpus(ctx: ToolContext, query: Annotated[str, Field(
+        min_length=2, description="a few words that would appear in the code or docs, e.g. 'confirm task "
+                                  "complete before finishing'")]) -> str:
+    """Search other agent harnesses' code and docs (BM25); returns ranked references: id, framework, place.
+
+    Each hit is one function, class or section. Read a promising one with read_reference(ref=ID).
+    """
+    research, record = _research(ctx)
+    try:
+        rec = research.search(query)
+    except ResearchError as exc:
+        raise ToolError(str(exc)) from None
+    with _lock:
+        record.searches.append(rec)
+    if not rec.references:
+        return f"no references for {query!r}; try other words"
+    out = [f"{len(rec.references)} references for {query!r}:"]
+    for i, ref in enumerate(rec.references, 1):
+        out.append(f"{i}. id={ref.id} framework={ref.framework} {ref.unit_kind} {ref.unit} ({_where(ref)})")
+        out += [f"     | {line[:120]}" for line in ref.excerpt.split("\n")[:EXCERPT_SHOWN]]
+    return "\n".join(out)
+
+
+@tool(group="read")
+def read_reference(ctx: ToolContext, ref: Annotated[str, Field(
+        description="a reference id (12 hex digits) returned by search_corpus")]) -> str:
+    """Read the code or text of one reference, re-read from its pinned source (its hash is checked)."""
+    research, record = _research(ctx)
+    ref = ref.strip()
+    reference = record.found().get(ref)
+    if reference is None:
+        raise ToolError(f"{ref!r} was not returned by search_corpus in this call; search first and use an id "
+                        "from the results")
+    check = research.verify(reference)
+    if not check.ok:
+        raise ToolError(f"{ref}: cannot be read as recorded ({check.status}: {check.detail})")
+    with _lock:
+        record.read.append(ref)
+    lines = check.text.split("\n")
+    shown = lines[:READ_MAX_LINES]
+    body = "\n".join(f"{n:5d}| {line}" for n, line in enumerate(shown, reference.start_line))
+    more = f"\n[{len(lines) - len(shown)} more lines not shown]" if len(lines) > len(shown) else ""
+    return (f"{reference.framework} {reference.unit_kind} {reference.unit} ({_where(reference)}), "
+            f"sha256 verified:\n{body}{more}")

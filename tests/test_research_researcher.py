@@ -1,0 +1,106 @@
+"""The researcher role on the role runtime, against a scripted OpenAI-compatible server (real HTTP, no model):
+its tools search and read the corpus, cited ids are checked against what the call's searches returned and
+re-verified, the search record is kept when nothing is found, and the ablation calls no model."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from evolve.agents import make_backend, read_transcript
+from evolve.researcher import NO_PRECEDENT, ResearcherInputs, research_group
+from research.api import Research, ResearchSettings
+from trials.endpoints.scripted import ScriptedServer
+from trials.endpoints.spec import EndpointSpec
+
+LOOP = '''def finish(agent, claim):
+    """Before accepting a completion claim, ask the model to confirm once and run the checks."""
+    if not agent.confirmed:
+        agent.confirmed = True
+        return "Are you sure the task is complete? Verify first."
+    return agent.run_checks()
+'''
+GROUP = ResearcherInputs(group="premature completion", behaviours=["completion.claim"], tasks=["hello-file"],
+                         wish="verify the work before accepting the model's completion claim")
+
+
+@pytest.fixture
+def research(tmp_path: Path) -> Research:
+    for name, text in (("alpha", LOOP), ("beta", LOOP.replace("finish", "complete_task"))):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "agent.py").write_text(text)
+    corpus = tmp_path / "corpus.toml"
+    corpus.write_text('version = 1\n[[sources]]\nkind = "local"\nname = "alpha"\npath = "alpha"\n'
+                      '[[sources]]\nkind = "local"\nname = "beta"\npath = "beta"\n')
+    r = Research(ResearchSettings(corpus=str(corpus)), root=tmp_path / "cache")
+    r.sync(log=lambda m: None)
+    return r
+
+
+def call(name: str, **args) -> dict:
+    return {"content": "", "tool_calls": [{"name": name, "arguments": args}]}
+
+
+def _ids_seen(body: dict) -> list[str]:
+    """Reference ids in the tool results the model has been shown so far."""
+    text = "\n".join(m.get("content") or "" for m in body["messages"] if m["role"] == "tool")
+    return re.findall(r"id=([0-9a-f]{12})", text)
+
+
+def _backend(srv: ScriptedServer):
+    return make_backend("openai", EndpointSpec(base_url=srv.base_url, model="scripted"))
+
+
+def test_references_are_checked_against_the_calls_searches(research: Research, tmp_path: Path) -> None:
+    def model(body: dict) -> dict:
+        turn = sum(1 for m in body["messages"] if m["role"] == "assistant")
+        if turn == 0:
+            return call("search_corpus", query="verify completion claim")
+        if turn == 1:
+            return call("read_reference", ref="0123456789ab")  # never returned: the tool refuses
+        if turn == 2:
+            return call("read_reference", ref=_ids_seen(body)[0])
+        first, second = _ids_seen(body)[:2]
+        return call("final_answer", questions=["verify completion claim"], conclusion="both confirm once",
+                    references=[{"ref": first, "how": "asks the model to confirm once, then runs checks"},
+                                {"ref": second, "how": "the same confirmation before completing the task"},
+                                {"ref": "fedcba987654", "how": "an id the model made up entirely"}])
+
+    with ScriptedServer(model) as srv:
+        out = research_group(GROUP, tmp_path, _backend(srv), research, transcripts=tmp_path / "tr")
+        requests = srv.requests
+    assert out.outcome == "references" and out.statement.startswith("2 references from 2 frameworks")
+    assert {c.reference.framework for c in out.references} == {"alpha", "beta"}
+    assert all(c.verification.ok and c.reference.sha256 == c.verification.actual_sha256 for c in out.references)
+    assert [r.ref for r in out.rejected] == ["fedcba987654"]
+    assert [s.query for s in out.searches] == ["verify completion claim"] and len(out.read) == 1
+    tool_msgs = [m["content"] for m in requests[-1]["messages"] if m["role"] == "tool"]
+    assert "was not returned by search_corpus" in tool_msgs[1] and "sha256 verified" in tool_msgs[2]
+    rows = read_transcript(Path(out.transcript))
+    assert [r["tool"] for r in rows if r["kind"] == "tool_call"] == ["search_corpus", "read_reference",
+                                                                      "read_reference"]
+    # the outcome round-trips as JSON (what a round folder keeps)
+    assert json.loads(out.model_dump_json())["references"][0]["reference"]["path"] == "agent.py"
+
+
+def test_nothing_found_is_an_explicit_outcome_with_its_search_record(research: Research, tmp_path: Path) -> None:
+    script = [call("search_corpus", query="kubernetes autoscaler"), call("search_corpus", query="gpu quota"),
+              call("final_answer", questions=["kubernetes autoscaler", "gpu quota"], references=[],
+                   conclusion="no framework here scales clusters")]
+    with ScriptedServer(script) as srv:
+        out = research_group(GROUP, tmp_path, _backend(srv), research, transcripts=tmp_path / "tr")
+    assert out.outcome == "no_precedent" and out.statement == NO_PRECEDENT
+    assert [(s.query, s.references) for s in out.searches] == [("kubernetes autoscaler", []), ("gpu quota", [])]
+    logged = [json.loads(x)["query"] for x in (research.root / "searches.jsonl").read_text().splitlines()]
+    assert logged[-2:] == ["kubernetes autoscaler", "gpu quota"]
+
+
+def test_ablation_calls_no_model(research: Research, tmp_path: Path) -> None:
+    off = Research(research.settings.model_copy(update={"external_research": False}), root=research.root)
+    with ScriptedServer([]) as srv:
+        out = research_group(GROUP, tmp_path, _backend(srv), off)
+        assert srv.requests == []
+    assert out.outcome == "disabled" and "--no-external-research" in out.statement and not out.searches
