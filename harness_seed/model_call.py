@@ -1,8 +1,10 @@
 """The harness's one way to the model: a chat call with the reference retry policy, and N-sampling.
 
-Retry policy (settings ``[model]``): up to ``max_attempts`` attempts, waiting ``multiplier * 2**(k-1)``
-seconds after the k-th failure, clamped to ``[retry_wait_min_sec, retry_wait_max_sec]`` (4 s, 4 s, 8 s, ...
-by default). A context-length or an auth error is never retried; an output-length cut is not an error here
+Retry policy (settings ``[model]``, run by tenacity as in the reference agent): up to ``max_attempts``
+attempts, waiting ``multiplier * 2**(k-1)`` seconds after the k-th failure, clamped to
+``[retry_wait_min_sec, retry_wait_max_sec]`` (4 s, 4 s, 8 s, ... by default). The error's own ``retryable``
+flag decides: a 5xx, a rate limit or an unreachable server is retried; a 4xx (bad request, auth, context
+length) is not, since the same request would fail the same way. An output-length cut is not an error here
 (the reply comes back with ``finish_reason == "length"`` and the loop decides). Every successful call adds
 its tokens to the generator part of the cost ledger.
 """
@@ -17,6 +19,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 import trials.harness_api as api
 
@@ -37,8 +41,9 @@ class ModelReply:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _never_retried(exc: BaseException) -> bool:
-    return isinstance(exc, (api.ContextLengthExceeded, api.AuthError))
+def is_retryable(exc: BaseException) -> bool:
+    """Whether a failed call may succeed if sent again: the model error's own ``retryable`` flag."""
+    return isinstance(exc, api.ModelError) and bool(getattr(exc, "retryable", False))
 
 
 class ModelCaller:
@@ -53,31 +58,36 @@ class ModelCaller:
             self.response_format = {"type": "json_schema", "json_schema": {
                 "name": "terminus_response", "schema": json.loads(SCHEMA_FILE.read_text())}}
 
+    def _wait(self) -> wait_exponential:
+        return wait_exponential(multiplier=self.s.retry_multiplier, min=self.s.retry_wait_min_sec,
+                                max=self.s.retry_wait_max_sec)
+
     def retry_wait(self, failed_attempt: int) -> float:
-        """Seconds to wait after the ``failed_attempt``-th (1-based) failure."""
-        wait = self.s.retry_multiplier * 2 ** (failed_attempt - 1)
-        return min(self.s.retry_wait_max_sec, max(self.s.retry_wait_min_sec, wait))
+        """Seconds waited after the ``failed_attempt``-th (1-based) failure (tenacity's exponential wait)."""
+        return self._wait()(_AttemptNumber(failed_attempt))
+
+    def _log_retry(self, state: Any) -> None:
+        exc = state.outcome.exception()
+        log.warning("model call failed (%s, attempt %d/%d); retrying in %.1f s", type(exc).__name__,
+                    state.attempt_number, self.s.max_attempts, state.next_action.sleep)
 
     async def _with_retries(self, kind: str, fn: Callable[[], Awaitable[Any]]) -> Any:
-        attempt = 0
-        while True:
-            attempt += 1
-            started = time.monotonic()
-            try:
-                result = await fn()
-            except api.ModelError as exc:
-                self.request_log.append({"kind": kind, "attempt": attempt, "sec": time.monotonic() - started,
-                                         "error": f"{type(exc).__name__}: {str(exc)[:300]}"})
-                if _never_retried(exc) or attempt >= self.s.max_attempts:
+        retrying = AsyncRetrying(stop=stop_after_attempt(self.s.max_attempts), wait=self._wait(),
+                                 retry=retry_if_exception(is_retryable), sleep=self._sleep,
+                                 before_sleep=self._log_retry, reraise=True)
+        async for attempt in retrying:
+            with attempt:
+                started = time.monotonic()
+                entry: dict[str, Any] = {"kind": kind, "attempt": attempt.retry_state.attempt_number}
+                try:
+                    result = await fn()
+                except api.ModelError as exc:
+                    self.request_log.append({**entry, "sec": time.monotonic() - started,
+                                             "error": f"{type(exc).__name__}: {str(exc)[:300]}"})
                     raise
-                wait = self.retry_wait(attempt)
-                log.warning("model call failed (%s, attempt %d/%d); retrying in %.1f s", type(exc).__name__,
-                            attempt, self.s.max_attempts, wait)
-                await self._sleep(wait)
-                continue
-            self.request_log.append({"kind": kind, "attempt": attempt, "sec": time.monotonic() - started,
-                                     "error": None})
-            return result
+                self.request_log.append({**entry, "sec": time.monotonic() - started, "error": None})
+                return result
+        raise AssertionError("unreachable: tenacity re-raises the last failure")
 
     async def call(self, messages: list[dict], free_text: bool = False) -> ModelReply:
         """One chat completion of ``messages`` (with retries). Adds its usage to ``cost.generator`` and its
@@ -115,3 +125,10 @@ class ModelCaller:
                        extra={"choice_index": i, "output_tokens_estimated": True, "requests": result.requests})
             for i, (c, share) in enumerate(zip(result.choices, shares))
         ]
+
+
+@dataclass
+class _AttemptNumber:
+    """The one field of tenacity's retry state that its exponential wait reads."""
+
+    attempt_number: int

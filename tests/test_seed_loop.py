@@ -228,6 +228,20 @@ async def test_server_errors_are_retried_three_times(tmp_path):
     assert isinstance(status, api.ModelError) and len(srv.requests) == 3
 
 
+@pytest.mark.parametrize("status", [400, 404, 422])
+async def test_client_errors_are_not_retried(tmp_path, status):
+    """A 4xx says the request itself is wrong: sending it again cannot help (ModelError.retryable is False)."""
+    _, srv, status_ = await run_agent([ScriptedError(status, "bad request: unknown field"), DONE, DONE], tmp_path)
+    assert isinstance(status_, api.ModelError) and len(srv.requests) == 1
+    assert status_.status_code == status
+
+
+async def test_rate_limits_and_unavailable_servers_are_retried(tmp_path):
+    script = [ScriptedError(429, "slow down"), ScriptedError(503, "loading"), DONE, DONE]
+    _, srv, status = await run_agent(script, tmp_path)
+    assert status == "completed" and len(srv.requests) == 4
+
+
 async def test_context_errors_are_not_retried_when_summarizing_is_off(tmp_path):
     _, srv, status = await run_agent([ScriptedError.context_length_vllm(), DONE], tmp_path,
                                      **{"context.summarize": False})
