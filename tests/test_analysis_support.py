@@ -96,3 +96,80 @@ class CraftedTrial:
 def screen(*lines: str) -> str:
     """An observation as the seed writes it (incremental output)."""
     return "New Terminal Output:\n" + "\n".join(lines) + "\n"
+
+
+# ----------------------------------------------------------------------------------------------- role test double
+class ScriptedBackend:
+    """A Backend (the runtime's protocol) that answers each role call from ``answer(role, prompt, job)`` and
+    records every call; the runtime around it (prompt rendering, validation, transcripts, budget) is the real
+    one. ``use_digest`` makes each analyst call use the digest tool first, as a model would."""
+
+    name = "scripted"
+
+    def __init__(self, answer, *, use_digest: bool = True, price_per_mtok: float = 1.0,
+                 count_file: Path | None = None):
+        from trials.endpoints.spec import PriceTable
+
+        self.answer, self.use_digest, self.count_file = answer, use_digest, count_file
+        self.price = PriceTable(input_per_mtok=price_per_mtok, output_per_mtok=price_per_mtok)
+        self.calls: list[tuple[str, str]] = []
+
+    async def run(self, job):
+        from evolve.agents import BackendReply, Usage
+        from evolve.agents.tools import invoke
+
+        self.calls.append((job.role.name, job.prompt))
+        if self.count_file is not None:
+            with self.count_file.open("a") as fh:
+                fh.write(job.role.name + "\n")
+        if self.use_digest and job.role.name == "analyst":
+            trial = next(t for t in job.tools if t.name == "digest")
+            path = job.prompt.split("Detector digest of the failed run (", 1)[1].split(")", 1)[0]
+            await invoke(trial, job.ctx, {"trial": path})
+        output = job.role.output.model_validate(self.answer(job.role.name, job.prompt, job))
+        return BackendReply(output=output, usage=Usage(input_tokens=len(job.prompt) // 4, output_tokens=50,
+                                                       requests=1))
+
+
+def finding_answer(success: str, failure: str, episode: int = 0, *, step: int | None = None,
+                   span: str | None = None, behaviour: str = "completion.handshake") -> dict:
+    """A well-formed analyst answer citing ``failure`` at ``episode`` (and ``step``/``span`` when given)."""
+    ref = {"trial": failure, "episode": episode, "step": step, "span": span}
+    return {
+        "differences": [{"description": "the failed run claimed completion without checking the file",
+                         "behaviours": [behaviour] if behaviour else [], "evidence": [ref]}],
+        "wish": {"action": "check the output before accepting a claim", "condition": "a claim after no check"},
+        "information_available": {"answer": True, "explanation": "the screen showed the file was missing",
+                                  "evidence": [ref]},
+        "mechanism_existed": {"answer": False, "explanation": "the handshake only asks again",
+                              "evidence": [{"trial": success, "episode": 0}]},
+        "revised_wish": {"action": "run the named check before confirming", "condition": "a first claim"},
+        "evidence": [ref],
+    }
+
+
+def make_experiment(tmp_path: Path, grid: dict[str, str], name: str = "exp"):
+    """An experiment (real store: git harness repo tagged v0) whose v0 reference corpus is crafted from ``grid``
+    (task -> p/f/i per rep). Passed runs check their work; failed ones claim at once."""
+    from evolve.experiment import ExperimentConfig, TaskSplit
+    from evolve.store import init_experiment
+    from trials.endpoints.spec import EndpointSpec
+
+    cfg = ExperimentConfig(name=name, endpoint=EndpointSpec(base_url="http://127.0.0.1:9/v1", model="m"),
+                           tasks=TaskSplit(dir="data/starter"), r=max(len(c) for c in grid.values()))
+    exp = init_experiment(name, cfg, runs_dir=tmp_path)
+    ref = exp.root / "versions" / "v0" / "reference"
+    status = {"p": "passed", "f": "failed", "i": "infra"}
+    for task, cells in grid.items():
+        for rep, c in enumerate(cells, 1):
+            t = CraftedTrial(ref, task=task, rep=rep, status=status[c],
+                             instruction=f"Create `/app/{task}.txt`, then run `python3 /app/check.py {task}`.")
+            if c == "p":
+                t.episode([(f"echo ok > /app/{task}.txt\n", 0.1)], observation=screen(PROMPT + "echo ok", PROMPT))
+                t.episode([(f"python3 /app/check.py {task}\n", 0.5)], observation=screen(PROMPT + "python3", "OK", PROMPT))
+                t.episode([], claim=True, observation=None)
+            else:
+                t.episode([(f"echo ok > /app/{task}", 0.1)], observation=screen(PROMPT + f"echo ok > /app/{task}"))
+                t.episode([], claim=True, observation=None)
+            t.write()
+    return exp

@@ -1,0 +1,82 @@
+"""Checking a finding's evidence references against the traces they cite.
+
+A reference must name a trial of the pair, an episode that trial has, a step id that exists (in that episode
+when both are given) and a span id present in its ``spans.jsonl`` (in that episode when both are given). Behaviour
+ids must exist in the version's Handbook when one is given. The problems come back as sentences the analyst is
+shown once; a finding that still has problems is dropped with them as the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from monitor.store import TrialTrace, find_agent_dir
+
+from .models import EvidenceRef, FindingAnswer
+from .trial_view import span_id
+
+
+@dataclass
+class TraceIndex:
+    """What exists in one trial: episodes, step ids (with their episode) and span ids (with theirs)."""
+
+    episodes: set[int] = field(default_factory=set)
+    steps: dict[int, int | None] = field(default_factory=dict)
+    spans: dict[str, int | None] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, folder: Path, with_spans: bool = True) -> TraceIndex:
+        trace = TrialTrace.load(find_agent_dir(folder))
+        out = cls()
+        for st in trace.steps:
+            ep = st.get("episode") if isinstance(st.get("episode"), int) else None
+            if isinstance(st.get("step_id"), int):
+                out.steps[st["step_id"]] = ep
+            if ep is not None:
+                out.episodes.add(ep)
+        if with_spans:
+            out.spans = {span_id(s): s.episode for s in trace.spans}
+        return out
+
+
+def all_refs(answer: FindingAnswer) -> list[EvidenceRef]:
+    """Every reference a finding makes, in the order it makes them."""
+    refs = [r for d in answer.differences for r in d.evidence]
+    refs += answer.information_available.evidence + answer.mechanism_existed.evidence + answer.evidence
+    return refs
+
+
+def check_ref(ref: EvidenceRef, traces: dict[str, TraceIndex]) -> str | None:
+    """The problem with one reference, or None when it points at something that exists."""
+    idx = traces.get(ref.trial)
+    if idx is None:
+        return f"{ref.label()}: trial {ref.trial!r} is not one of this pair's runs ({', '.join(sorted(traces))})"
+    if ref.episode is not None and ref.episode not in idx.episodes:
+        return f"{ref.label()}: {ref.trial} has no episode {ref.episode} (it has {_span_of(idx.episodes)})"
+    if ref.step is not None:
+        if ref.step not in idx.steps:
+            return f"{ref.label()}: {ref.trial} has no step {ref.step} (steps 1..{max(idx.steps, default=0)})"
+        if ref.episode is not None and idx.steps[ref.step] not in (None, ref.episode):
+            return f"{ref.label()}: step {ref.step} belongs to episode {idx.steps[ref.step]}, not {ref.episode}"
+    if ref.span:
+        key = ref.span.lower().removeprefix("0x").rjust(16, "0")
+        if key not in idx.spans:
+            return f"{ref.label()}: {ref.trial} has no span {ref.span}"
+        if ref.episode is not None and idx.spans[key] not in (None, ref.episode):
+            return f"{ref.label()}: span {ref.span} belongs to episode {idx.spans[key]}, not {ref.episode}"
+    return None
+
+
+def _span_of(episodes: set[int]) -> str:
+    return f"episodes {min(episodes)}..{max(episodes)}" if episodes else "no episodes"
+
+
+def check_finding(answer: FindingAnswer, traces: dict[str, TraceIndex],
+                  behaviours: set[str] | None = None) -> list[str]:
+    """Every problem of a finding's references (and behaviour ids, when the Handbook's ids are given)."""
+    problems = [p for p in (check_ref(r, traces) for r in all_refs(answer)) if p]
+    if behaviours is not None:
+        for d in answer.differences:
+            problems += [f"behaviour {b!r} is not in the Handbook" for b in d.behaviours if b not in behaviours]
+    return list(dict.fromkeys(problems))

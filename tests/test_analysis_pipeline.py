@@ -1,0 +1,107 @@
+"""The analysis pipeline on a real experiment store with crafted traces and a scripted role backend (a test
+double for the model; the runtime, ledger, evidence checks, ranking and records are the real ones)."""
+
+from __future__ import annotations
+
+import json
+
+from evolve.agents import read_transcript
+from evolve.analysis.pipeline import Analysis
+from evolve.ledger import Ledger
+from tests.test_analysis_support import ScriptedBackend, finding_answer, make_experiment
+
+
+def answers(bad_first: set[str] = frozenset(), always_bad: set[str] = frozenset(), review="accept"):
+    """An answer function: analyst cites the failed run (episode 99 when the task is in a 'bad' set)."""
+    seen: dict[str, int] = {}
+
+    def answer(role, prompt, job):
+        if role == "analyst":
+            success = prompt.split("Run **", 1)[1].split("**", 1)[0]
+            failure = prompt.split("run\n**", 1)[1].split("**", 1)[0] if "run\n**" in prompt else \
+                prompt.split("; run **", 1)[1].split("**", 1)[0]
+            task = failure.split("__r")[0]
+            seen[task] = seen.get(task, 0) + 1
+            wrong = task in always_bad or (task in bad_first and seen[task] == 1)
+            return finding_answer(success, failure, 99 if wrong else 0, step=2)
+        if role == "grouper":
+            ids = [ln.split()[1] for ln in prompt.splitlines() if ln.startswith("- f")]
+            return {"groups": [{"name": "verify before claiming", "wish": "check before a claim", "members": ids}]}
+        names = [ln[3:] for ln in prompt.splitlines() if ln.startswith("## ")]
+        return {"reviews": [{"group": n, "verdict": review, "applies_to_all": True, "distinct": True,
+                             "reason": "every member claimed without the named check"} for n in names]}
+    return answer
+
+
+def test_pipeline_end_to_end_with_sent_back_finding(tmp_path):
+    exp = make_experiment(tmp_path, {"alpha": "pf", "beta": "fp", "gamma": "ff", "delta": "pp"})
+    backend = ScriptedBackend(answers(bad_first={"beta"}))
+    result = Analysis(exp, backend).run()
+    assert result.pairs.flipping == ["alpha", "beta"] and result.pairs.all_failure == ["gamma"]
+    assert result.pairs.at_risk == ["delta"]
+    assert [r for r, _ in backend.calls] == ["analyst", "analyst", "analyst", "grouper", "reviewer"]
+    assert [f.id for f in result.findings] == ["f1", "f2"]
+    [g] = result.groups
+    assert (g.rank, g.tasks, g.members, g.status) == (1, ["alpha", "beta"], ["f1", "f2"], "ranked")
+    assert g.failing_runs == ["alpha__r2", "beta__r1"] and g.signature == "completion.handshake"
+    kinds = [(e.kind, getattr(e, "status", None)) for e in Ledger(exp.root / "ledger.jsonl").events]
+    assert kinds == [("finding", "valid"), ("finding", "sent_back"), ("finding", "valid"), ("group", None),
+                     ("review", None)]
+    sent_back = Ledger(exp.root / "ledger.jsonl").events[1]
+    assert "no episode 99" in sent_back.reason
+    out = exp.root / "rounds" / "r01" / "analysis"
+    data = json.loads((out / "analysis.json").read_text())
+    assert data["costs"]["analyst"]["calls"] == 3 and data["costs"]["analyst"]["cost"] > 0
+    summary = (out / "summary.md").read_text()
+    assert "### 1. verify before claiming" in summary and "gamma" in summary and "delta" in summary
+    assert len(list((out / "transcripts").glob("*.jsonl"))) == 5
+
+
+def test_a_finding_citing_missing_steps_is_sent_back_once_then_dropped(tmp_path, caplog):
+    exp = make_experiment(tmp_path, {"alpha": "pf"})
+    backend = ScriptedBackend(answers(always_bad={"alpha"}))
+    result = Analysis(exp, backend).run()
+    assert [r for r, _ in backend.calls] == ["analyst", "analyst"]  # sent back once, no grouping of nothing
+    assert result.findings == [] and result.groups == []
+    [dropped] = [e for e in Ledger(exp.root / "ledger.jsonl").events if getattr(e, "status", "") == "dropped"]
+    assert "alpha__r2 has no episode 99" in dropped.reason
+    assert "dropped" in caplog.text and "alpha:1:2" in caplog.text
+    retry_prompt = backend.calls[1][1]
+    assert "sent back" in retry_prompt and "no episode 99" in retry_prompt
+
+
+def test_rerun_makes_no_call_and_gives_the_same_groups(tmp_path):
+    exp = make_experiment(tmp_path, {"alpha": "pf", "beta": "pf"})
+    first = Analysis(exp, ScriptedBackend(answers())).run()
+    again = ScriptedBackend(answers())
+    second = Analysis(exp, again).run()
+    assert again.calls == [] and second.groups == first.groups and second.findings == first.findings
+
+
+def test_disputed_groups_stop_and_rejected_groups_are_excluded(tmp_path):
+    exp = make_experiment(tmp_path, {"alpha": "pf", "beta": "pf"})
+    result = Analysis(exp, ScriptedBackend(answers(review="dispute"))).run()
+    assert [g.status for g in result.groups] == ["disputed"] and result.groups[0].rank is None
+
+
+def test_ablation_changes_only_what_the_analyst_is_given(tmp_path):
+    exp = make_experiment(tmp_path, {"alpha": "pf"})
+    full, abl = ScriptedBackend(answers()), ScriptedBackend(answers())
+    r1 = Analysis(exp, full).run()
+    r2 = Analysis(exp, abl, harness_evidence=False).run()
+    assert r1.findings and r2.findings
+    t_full = read_transcript(r1.events[0]["role_call"]["transcript"])
+    t_abl = read_transcript(r2.events[0]["role_call"]["transcript"])
+    start_full, start_abl = t_full[0], t_abl[0]
+    assert {"spans", "handbook"} <= set(start_full["tools"]) and not {"spans", "handbook"} & set(start_abl["tools"])
+    changed = {k for k in start_full["inputs"] if start_full["inputs"][k] != start_abl["inputs"][k]}
+    assert changed <= {"success_digest", "failure_digest", "harness_evidence", "handbook", "behaviour_ids",
+                       "success_path", "failure_path"}
+    assert "handbook" in changed and "completion.handshake" in start_full["inputs"]["handbook"]
+    assert start_abl["inputs"]["handbook"] == "" and "[" not in start_abl["inputs"]["failure_digest"].split("\n")[1]
+    digest_full = next(r for r in t_full if r["kind"] == "tool_result")["result"]
+    digest_abl = next(r for r in t_abl if r["kind"] == "tool_result")["result"]
+    assert "[dispatch.commands]" in digest_full and "dispatch.commands" not in digest_abl
+    ws = exp.root / "rounds" / "r01" / "analysis-no-harness-evidence" / "workspace-trajectories"
+    assert not list(ws.rglob("spans.jsonl")) and not list(ws.rglob("HANDBOOK*"))
+    assert (ws / "harness" / "loop.py").is_file()
