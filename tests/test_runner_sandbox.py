@@ -149,6 +149,7 @@ def test_seed_harness_against_a_server_that_stops_answering_is_infra(tmp_path):
 
     out = tmp_path / "res.json"
     with ScriptedServer(lambda body: ScriptedError(503, "no replica is serving this model")) as srv:
+        base_url = srv.base_url
         proc = rise_eval("--tasks", str(STARTER), "--task", "hello-file", "--agent", "seed", "--env", "local",
                          "--base-url", srv.base_url, "--model", "scripted", "--job-dir", str(tmp_path / "job"),
                          "--setting", "model.max_attempts=1", "--json", str(out), timeout=200)
@@ -156,5 +157,5 @@ def test_seed_harness_against_a_server_that_stops_answering_is_infra(tmp_path):
     res = json.loads((tmp_path / "job" / "hello-file__r1" / "result.json").read_text())
     assert res["status"] == "infra" and res["infra_cause"] == "model_unreachable"
     assert "\n" not in res["infra_message"] and res["harness_version"].startswith("seed-")
-    assert f"tried {srv.base_url}/chat/completions" in res["infra_message"], res["infra_message"]
+    assert f"tried {base_url}/chat/completions" in res["infra_message"], res["infra_message"]
     assert (tmp_path / "job" / "hello-file__r1" / "agent" / "trajectory.json").is_file()

@@ -154,7 +154,9 @@ def eval_cmd(
     env: Annotated[str, typer.Option("--env", help="sandbox: local (bubblewrap) or docker")] = "local",
     r: Annotated[int, typer.Option("-r", "--repetitions", min=1, help="runs per task")] = 1,
     concurrency: Annotated[int, typer.Option("-c", "--concurrency", min=1, help="trials at once")] = 1,
-    base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible endpoint incl. /v1")] = None,
+    base_url: Annotated[list[str] | None, typer.Option(
+        "--base-url", help="OpenAI-compatible endpoint incl. /v1; repeat it for a pool of replicas of one model")]
+    = None,
     model: Annotated[str | None, typer.Option("--model", help="served model name (bundled: its name)")] = None,
     api_key_env: Annotated[str | None, typer.Option("--api-key-env", help="variable holding the API key")] = None,
     port: Annotated[int | None, typer.Option("--port", help="port of the bundled server")] = None,
@@ -165,6 +167,10 @@ def eval_cmd(
     json_out: Annotated[Path | None, typer.Option("--json", help="write metrics + every trial's status")] = None,
     setting: Annotated[list[str] | None, typer.Option("--setting", help="harness setting KEY=VALUE")] = None,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="show the progress bar")] = True,
+    executor: Annotated[str, typer.Option("--executor", help="where trials run: local, or ray (a Ray cluster)")]
+    = "local",
+    ray_address: Annotated[str | None, typer.Option("--ray-address", help="Ray cluster address (default auto)")]
+    = None,
 ) -> None:
     """Run a tasks × r grid of trials (or resume one) and print its metrics."""
     from trials.job import run_job
@@ -173,12 +179,20 @@ def eval_cmd(
 
     if env not in ("local", "docker"):
         raise typer.BadParameter("--env is local or docker")
+    if executor not in ("local", "ray"):
+        raise typer.BadParameter("--executor is local or ray")
+    if ray_address and executor != "ray":
+        raise typer.BadParameter("--ray-address needs --executor ray")
+    from trials.executors.config import ExecutorConfig
+
+    urls = base_url or []
+    exec_cfg = ExecutorConfig(kind=executor, address=ray_address, replicas=urls[1:])
     try:
         loaded = load_task_set(tasks, task or None)
         spec = resolve_agent(agent)
         settings = parse_settings(setting or [])
         check_settings(spec.harness_dir, settings)  # a typo fails here, not as every trial's "failure"
-        endpoint = _endpoint(spec.kind, base_url, model, api_key_env, port)
+        endpoint = _endpoint(spec.kind, urls[0] if urls else None, model, api_key_env, port)
         if endpoint is not None and spec.kind != "oracle":
             asyncio.run(_require_reachable(endpoint))
         job_dir = job_dir or Path("runs") / "jobs" / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -188,7 +202,7 @@ def eval_cmd(
         _err.print(f"job {job_dir}: {len(loaded)} tasks × r={r}, agent {spec.name} ({spec.harness_version}), "
                    f"env {env}, model {endpoint.model if endpoint else '—'}")
         result = asyncio.run(_cancel_on_sigterm(run_job(config, job_dir, resume=resume, force_config=force_config,
-                                                        progress=progress, tasks=loaded)))
+                                                        progress=progress, tasks=loaded, executor=exec_cfg)))
     except (RiseError, ValueError) as exc:
         _err.print(f"[red]error:[/] {exc}")
         raise typer.Exit(1) from None

@@ -215,6 +215,12 @@ def map_openai_error(exc: Exception) -> ModelError:
 # -- the client ---------------------------------------------------------------------------------
 
 
+def unreachable_hint(base_url: str) -> str:
+    """Which URL was tried and how to start a server there; ends every 'unreachable' message."""
+    return (f"tried {base_url.rstrip('/')}/chat/completions; start a server there (the bundled CPU model: "
+            "`rise serve bundled`, or run `rise eval` without --base-url to start it), or pass the right --base-url")
+
+
 def server_root(base_url: str) -> str:
     """``http://h:p/v1`` → ``http://h:p``: where llama.cpp and vLLM keep /health, /tokenize, /props."""
     parts = urlsplit(base_url.rstrip("/"))
@@ -286,7 +292,11 @@ class ModelClient:
         try:
             resp = await self._openai.chat.completions.create(**args)
         except (openai.APIError, openai.OpenAIError) as exc:
-            raise map_openai_error(exc) from exc
+            err = map_openai_error(exc)
+            if isinstance(err, ServerUnreachable):  # say where, and how to get a server there
+                err = ServerUnreachable(f"{err} — {unreachable_hint(self.spec.base_url)}",
+                                        status_code=err.status_code, body=err.body)
+            raise err from exc
         if not getattr(resp, "choices", None):
             raise BadResponse(f"model server returned no choices (model {args.get('model')!r})")
         return resp
