@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evolve.agents.config import AgentsConfig
 from trials.endpoints.spec import EndpointSpec
+from trials.executors.config import ExecutorConfig
 
 EXPERIMENT_VERSION = 1
 
@@ -48,6 +49,8 @@ class ExperimentConfig(BaseModel):
     concurrency: int = Field(default=1, ge=1)
     adoption: AdoptionPolicy = Field(default_factory=AdoptionPolicy)
     budgets: Budgets = Field(default_factory=Budgets)
+    executor: ExecutorConfig = Field(default_factory=ExecutorConfig, description="where grids run: local or a "
+                                     "Ray cluster; replicas of the endpoint (trials.executors.config)")
     agents: AgentsConfig = Field(default_factory=AgentsConfig, description="agent roles: backends, limits")
 
     @classmethod
