@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from evolve.agents import Backend, Budget, Role, RoleError, RoleResult, run_role
+from evolve.agents.config import AgentsConfig
 from evolve.ledger import FindingEvent, GroupEvent, Ledger, ReviewEvent
 from evolve.store import Experiment
 from handbook.model import HANDBOOK_FILE, Handbook, HandbookError, loads_handbook
@@ -51,10 +52,13 @@ def error_info(exc: RoleError) -> dict[str, Any]:
 class Analysis:
     """One analysis of ``version``'s reference corpus (default: the incumbent) with ``backend``."""
 
-    def __init__(self, exp: Experiment, backend: Backend, *, version: str | None = None,
+    def __init__(self, exp: Experiment, backend: Backend | dict[str, Backend], *, version: str | None = None,
                  harness_evidence: bool = True, out_dir: str | Path | None = None, per_task: int = 2,
-                 max_pairs: int | None = None, budget: Budget | None = None, limits: dict[str, Any] | None = None):
-        self.exp, self.backend, self.evidence = exp, backend, harness_evidence
+                 max_pairs: int | None = None, max_usd: float | None = None, agents: AgentsConfig | None = None,
+                 limits: dict[str, Any] | None = None):
+        """``backend``: one for every role, or one per role name; ``agents`` (experiment.toml's ``[agents]``)
+        adjusts each role's limits, then ``limits`` overrides fields for all three roles."""
+        self.exp, self.backends, self.evidence = exp, backend, harness_evidence
         versions = exp.versions()
         self.tag = version or versions[-1]
         if self.tag not in versions:
@@ -68,10 +72,13 @@ class Analysis:
         self.prefix = f"{self.commit}:analysis" + ("" if harness_evidence else "-noevidence")
         self.out = Path(out_dir) if out_dir else self._round_dir()
         self.per_task, self.max_pairs = per_task, max_pairs
-        self.budget = budget or Budget.from_transcripts(self.out / "transcripts")
-        limits = limits or {}
-        self.analyst = with_limits(analyst_role(harness_evidence), **limits)
-        self.grouper, self.reviewer = with_limits(GROUPER, **limits), with_limits(REVIEWER, **limits)
+        self.budget = Budget.from_transcripts(self.out / "transcripts", max_usd)  # a resumed run counts all
+
+        def configured(role: Role) -> Role:
+            return with_limits(agents.role_limits(role) if agents else role, **(limits or {}))
+
+        self.analyst = configured(analyst_role(harness_evidence))
+        self.grouper, self.reviewer = configured(GROUPER), configured(REVIEWER)
         self.handbook = self._handbook()
 
     def _round_dir(self) -> Path:
@@ -113,7 +120,8 @@ class Analysis:
 
     # ------------------------------------------------------------------------------------------ calls
     def _call(self, role: Role, inputs: dict[str, Any], workspace: Path, harness: Path | None) -> RoleResult:
-        return run_role(role, inputs, workspace, self.backend, transcripts=self.out / "transcripts",
+        backend = self.backends[role.name] if isinstance(self.backends, dict) else self.backends
+        return run_role(role, inputs, workspace, backend, transcripts=self.out / "transcripts",
                         budget=self.budget, harness=harness,
                         extra={"digest_mode": "full" if self.evidence else "trajectory"})
 
