@@ -96,6 +96,7 @@ class Index:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(path)
         self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")  # a cache: losing the last commit on power loss is fine
         row = None
         try:
             row = self.db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
