@@ -95,8 +95,8 @@ class Controller(CandidateCreation, CheckStages):
     # -- tasks and folders ---------------------------------------------------------------------------------
     @property
     def tasks_dir(self) -> Path:
-        p = Path(self.cfg.tasks.dir)
-        return p if p.is_absolute() else (Path.cwd() / p)
+        p = Path(self.cfg.tasks.dir)  # ExperimentConfig.load resolved it against experiment.toml's folder
+        return p if p.is_absolute() else (self.exp.config_path.parent / p)
 
     def dev_tasks(self) -> list[str]:
         if self._dev is None:

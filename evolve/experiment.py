@@ -6,7 +6,7 @@ import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from evolve.agents.config import AgentsConfig
 from trials.endpoints.spec import EndpointSpec
@@ -17,9 +17,18 @@ EXPERIMENT_VERSION = 1
 
 class TaskSplit(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    dir: str = Field(description="Harbor task folder")
+    dir: str = Field(description="Harbor task folder; a relative path is relative to the experiment.toml")
     development: list[str] = Field(default_factory=list, description="tasks used to evolve; empty = all others")
     heldout: list[str] = Field(default_factory=list, description="sealed tasks: evaluated, never used to decide")
+
+    @model_validator(mode="after")
+    def _disjoint(self) -> TaskSplit:
+        # a held-out task that also steers adoption is no longer held out: its figures would be optimistic
+        both = sorted(set(self.development) & set(self.heldout))
+        if both:
+            raise ValueError(f"development and heldout share {', '.join(both)}; a held-out task may not be used "
+                             "to decide")
+        return self
 
 
 class AdoptionPolicy(BaseModel):
@@ -63,10 +72,14 @@ class ExperimentConfig(BaseModel):
         except tomllib.TOMLDecodeError as exc:
             raise ValueError(f"{path}: invalid TOML: {exc}") from None
         try:
-            return cls.model_validate(data)
+            config = cls.model_validate(data)
         except ValidationError as exc:
             problems = "; ".join(f"[{'.'.join(map(str, e['loc']))}] {e['msg']}" for e in exc.errors())
             raise ValueError(f"{path}: {problems}") from None
+        tasks_dir = Path(config.tasks.dir).expanduser()
+        if not tasks_dir.is_absolute():  # relative to the file, never to wherever the command happens to run
+            config.tasks.dir = str((path.parent / tasks_dir).resolve())
+        return config
 
     def to_toml(self) -> str:
         import tomli_w

@@ -126,4 +126,10 @@ def open_experiment(name_or_path: str, runs_dir: Path = Path("runs")) -> Experim
         root = runs_dir / name_or_path
     if not (root / "experiment.toml").exists():
         raise StoreError(f"no experiment {name_or_path!r} (looked for {root}/experiment.toml)")
-    return Experiment(root)
+    exp = Experiment(root)
+    try:  # read both once now, so every command reports a bad config or ledger as an error naming file and line
+        exp.config  # noqa: B018
+        exp.ledger  # noqa: B018
+    except ValueError as exc:  # ExperimentConfig.load and LedgerError name the file (and the line or field)
+        raise StoreError(str(exc)) from None
+    return exp

@@ -115,6 +115,10 @@ def nest(overrides: dict[str, Any]) -> dict[str, Any]:
 
 def load_settings(overrides: dict[str, Any] | None = None, path: Path | None = None) -> Settings:
     """Defaults from ``settings.toml`` with ``overrides`` applied; raises pydantic's ValidationError naming the
-    offending key."""
-    data = tomllib.loads((path or SETTINGS_FILE).read_text())
+    offending key, and ValueError naming the file and line of a TOML syntax error."""
+    path = path or SETTINGS_FILE
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:  # its message ends "(at line N, column M)"
+        raise ValueError(f"{path}: not valid TOML: {exc}") from None
     return Settings.model_validate(_merge(data, nest(overrides or {})))
