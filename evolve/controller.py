@@ -289,19 +289,42 @@ class Controller(CandidateCreation, CheckStages):
         adopted = [c for c in report.candidates if c.status == "adopted"]
         contenders = [c for c in report.candidates if c.status == "adopt?"]
         if not adopted and contenders:
-            winner = max(contenders, key=lambda c: (c.decision.get("pass_at_1") or 0.0, -contenders.index(c)))
-            await self.adopt(round_no, incumbent, winner)
+            try:
+                if len(contenders) > 1:  # curtailed grids are not comparable: complete each before choosing
+                    for c in contenders:
+                        c.decision["pass_at_1_complete"] = await self.complete_evaluation(round_no, c)
+                winner = max(contenders, key=lambda c: (c.decision.get("pass_at_1_complete",
+                                                                       c.decision.get("pass_at_1")) or 0.0,
+                                                        -contenders.index(c)))
+                await self.adopt(round_no, incumbent, winner)
+            except Stop as stop:  # ⊥ cells in a grid to complete: nothing is published until a resume reruns them
+                for c in contenders:
+                    c.status, c.reason = "blocked", stop.reason
+                return
             adopted = [winner]
         for c in contenders:
             if c.status == "adopt?":
                 w = adopted[0]
                 why = (f"would adopt ({c.reason}) but {w.slug} was adopted as {w.version} in round {round_no} "
-                       f"with Pass@1 {w.decision.get('pass_at_1')}")
+                       f"with Pass@1 {w.decision.get('pass_at_1_complete', w.decision.get('pass_at_1'))} on its "
+                       f"complete grid" + (f" against {c.decision['pass_at_1_complete']}"
+                                           if "pass_at_1_complete" in c.decision else ""))
                 try:
                     self.reject(c.commit, c, why, c.decision)
                 except Stop:
                     pass
         report.adopted = adopted[0].version if adopted else None
+
+    async def complete_evaluation(self, round_no: int, c: CandidateReport) -> float | None:
+        """Run the cells curtailment skipped in a contender's evaluation grid; its Pass@1 on the complete grid.
+        A grid already complete runs nothing (so a resume chooses the same winner)."""
+        wt = self.exp.root / "worktrees" / f"r{round_no:02d}-{c.slug}" / "harness"
+        job = self.exp.root / "rounds" / f"r{round_no:02d}" / c.slug / "evaluation"
+        out = await self.grid(self.plan("evaluation", wt, self.dev_tasks(), self.cfg.r, job), c.commit, c.commit)
+        if not out.complete:
+            raise Stop("blocked", f"the evaluation of {c.slug} could not be completed to compare the candidates "
+                       f"that would be adopted ({missing_cells(out)}); rerun with --resume")
+        return out.metrics.pass_at_1
 
     async def adopt(self, round_no: int, incumbent: str, c: CandidateReport) -> None:
         version = f"v{int(incumbent[1:]) + 1}"
