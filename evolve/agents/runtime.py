@@ -79,7 +79,8 @@ async def arun_role(role: Role, inputs: dict[str, Any] | BaseModel, workspace: s
             raise RoleError(role.name, "timeout", f"no answer within the deadline of {role.limits.deadline_s:g} s;"
                             " the call was killed", usage=ctx.usage) from None
         usage = reply.usage.model_copy(update={"tool_calls": ctx.usage.tool_calls, "refusals": ctx.usage.refusals})
-        cost = backend.price.cost(usage.input_tokens, usage.output_tokens)
+        cost = reply.cost if reply.cost is not None else backend.price.cost(usage.input_tokens,
+                                                                            usage.output_tokens)
         seconds = time.monotonic() - started
         if budget is not None:
             budget.charge(role.name, cost)

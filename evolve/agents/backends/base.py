@@ -29,6 +29,7 @@ class BackendJob:
 class BackendReply:
     output: BaseModel
     usage: Usage
+    cost: float | None = None  # dollars the backend itself reported; None: from the price table
 
 
 class Backend(Protocol):
