@@ -174,3 +174,14 @@ def test_run_cell_gives_up_after_the_allowed_reruns(tmp_path):
     res = asyncio.run(run_cell(ex, call, reruns=1))
     assert res.is_infra and len(ex.calls) == 2  # the ⊥ stays: the grid is incomplete, never silently dropped
     assert (tmp_path / "job" / "a__r1.attempt-1").is_dir()
+
+
+def test_rise_eval_refuses_a_ray_address_without_the_ray_executor(tmp_path):
+    from typer.testing import CliRunner
+
+    from evolve.cli import app
+
+    res = CliRunner().invoke(app, ["eval", "--tasks", str(tmp_path), "--ray-address", "1.2.3.4:6379"])
+    assert res.exit_code == 2 and "--ray-address needs --executor ray" in res.output
+    res = CliRunner().invoke(app, ["eval", "--tasks", str(tmp_path), "--executor", "slurm"])
+    assert res.exit_code == 2 and "--executor is local or ray" in res.output

@@ -11,6 +11,7 @@ with distinct resources, every one a ``ray start`` process tree. Trials run in t
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import threading
 import time
@@ -78,8 +79,6 @@ def _node_names() -> dict[str, str]:
 
 
 def _ran_on(trial_dir: Path, names: dict[str, str]) -> str:
-    import json
-
     return names.get(json.loads((trial_dir / "executor.json").read_text())["node_id"], "?")
 
 
@@ -100,6 +99,22 @@ def test_oracle_grid_on_two_workers_matches_the_local_executor(cluster, tmp_path
     for t in remote.trials:  # the delivered folders are whole trial folders, paths rewritten to the driver's
         res = TrialResult.load(tmp_path / "ray" / t.trial_name / "result.json")
         assert res.trial_name == t.trial_name and (tmp_path / "ray" / t.trial_name / "verifier").is_dir()
+
+
+def test_rise_eval_executor_ray_flag(cluster, tmp_path):
+    from typer.testing import CliRunner
+
+    from evolve.cli import app
+
+    out = tmp_path / "eval.json"
+    res = CliRunner().invoke(app, ["eval", "--tasks", str(STARTER), "--task", "hello-file", "--agent", "oracle",
+                                   "-r", "2", "--executor", "ray", "--ray-address", cluster.address,
+                                   "--job-dir", str(tmp_path / "job"), "--json", str(out), "--no-progress"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(out.read_text())
+    assert data["complete"] and [t["status"] for t in data["trials"]] == ["passed", "passed"]
+    names = _node_names()
+    assert {_ran_on(tmp_path / "job" / t["trial_name"], names) for t in data["trials"]} <= {"a", "b"}
 
 
 class Gatekeeper(threading.Thread):

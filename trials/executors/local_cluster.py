@@ -67,26 +67,34 @@ class LocalRayCluster:
         return {**os.environ, "RISE_RAY_CLUSTER": self.id, "RISE_RAY_NODE": node, "RAY_USAGE_STATS_ENABLED": "0",
                 "RISE_RAY_SCRATCH": str(self.scratch(node))}
 
-    def _ray_start(self, node: str, args: list[str]) -> None:
+    def _ray_start(self, node: str, args: list[str]) -> tuple[subprocess.Popen, Path]:
         log = self.root / f"ray-start-{node}.log"
         with open(log, "w") as out:
-            proc = subprocess.run(["ray", "start", *args, "--object-store-memory",
-                                   str(self.object_store_mb * 1024 * 1024), "--disable-usage-stats"],
-                                  env=self._env(node), stdout=out, stderr=subprocess.STDOUT, timeout=180,
-                                  check=False)
-        if proc.returncode != 0:
+            proc = subprocess.Popen(["ray", "start", *args, "--object-store-memory",
+                                     str(self.object_store_mb * 1024 * 1024), "--disable-usage-stats"],
+                                    env=self._env(node), stdout=out, stderr=subprocess.STDOUT)
+        return proc, log
+
+    @staticmethod
+    def _wait(node: str, started: tuple[subprocess.Popen, Path]) -> None:
+        proc, log = started
+        if proc.wait(timeout=180) != 0:
             raise RuntimeError(f"ray start of node {node} failed (exit {proc.returncode}); see {log}:\n"
                                + log.read_text()[-2000:])
 
     def start(self) -> Self:
+        """Start the head, then every worker node at once; returns when all have joined."""
         self.root.mkdir(parents=True, exist_ok=True)
-        self._ray_start("head", ["--head", "--port", str(self.port), "--num-cpus", "0",
-                                 "--include-dashboard=false", "--temp-dir", str(self.temp_dir),
-                                 "--system-config", json.dumps(HEAD_SYSTEM_CONFIG)])
+        self._wait("head", self._ray_start("head", [
+            "--head", "--port", str(self.port), "--num-cpus", "0", "--include-dashboard=false",
+            "--temp-dir", str(self.temp_dir), "--system-config", json.dumps(HEAD_SYSTEM_CONFIG)]))
+        started = {}
         for name, resources in self.nodes.items():
             self.scratch(name).mkdir(parents=True, exist_ok=True)
-            self._ray_start(name, ["--address", self.address, "--num-cpus", "1",
-                                   "--resources", json.dumps(resources)])
+            started[name] = self._ray_start(name, ["--address", self.address, "--num-cpus", "1",
+                                                   "--resources", json.dumps(resources)])
+        for name, proc in started.items():
+            self._wait(name, proc)
         return self
 
     def kill_node(self, node: str, timeout: float = 30.0) -> list[int]:
