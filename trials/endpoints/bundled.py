@@ -291,5 +291,8 @@ def server_command(model: str, port: int, host: str = "127.0.0.1", ctx: int = 81
     return [
         str(server_binary_path()), "-m", str(model_path(model)), "--host", host, "--port", str(port),
         "-c", str(ctx), "-t", str(threads), "-np", str(parallel), "--alias", _model_spec(model).name,
+        # the model's own chat template: OpenAI-style tools/tool_calls need it (agent roles call tools); this
+        # build enables it by default, the flag keeps it on whatever a later build's default is
+        "--jinja",
         *(extra or []),
     ]
