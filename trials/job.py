@@ -31,14 +31,6 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 
 from .endpoints.pool import EndpointPool
 from .errors import RiseError
@@ -47,6 +39,7 @@ from .executors.config import ExecutorConfig
 from .executors.delivery import clear_incoming
 from .harness_api import CostLedger
 from .metrics import GridMetrics, compute_metrics, grid_from_results
+from .progress import GridProgress
 from .results import FormatError, JobConfig, JobResult, TrialResult, TrialSummary
 from .runner import EnvFactory
 
@@ -216,6 +209,18 @@ class _Tally:
     def text(self) -> str:
         return f"[green]pass {self.passed}[/] [red]fail {self.failed}[/] [yellow]⊥ {self.infra}[/]"
 
+    def plain(self) -> str:
+        return f"pass {self.passed} fail {self.failed} ⊥ {self.infra}"
+
+
+def _outcome(res: TrialResult) -> str:
+    """``passed``, ``failed (task_failure)``, ``⊥ (model_unreachable)``: one trial's outcome for a log line."""
+    if res.status == "passed":
+        return "passed"
+    if res.status == "failed":
+        return f"failed ({res.failure_class})" if res.failure_class else "failed"
+    return f"⊥ ({res.infra_cause})" if res.infra_cause else "⊥"
+
 
 async def run_job(config: JobConfig, job_dir: Path, resume: bool = False, force_config: bool = False, *,
                   progress: bool = True, env_factory: EnvFactory | None = None, tasks: list[Any] | None = None,
@@ -255,27 +260,24 @@ async def run_job(config: JobConfig, job_dir: Path, resume: bool = False, force_
         exec_cfg = executor if isinstance(executor, ExecutorConfig) else None
         pool = EndpointPool.of(config.endpoint, exec_cfg.replicas if exec_cfg else [])
         reruns = exec_cfg.node_lost_reruns if exec_cfg else 1
-        bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                       TextColumn("{task.fields[stats]}"), TimeElapsedColumn(), TextColumn("eta"),
-                       TimeRemainingColumn(), console=console or Console(stderr=True), disable=not progress,
-                       transient=False)
+        shown = GridProgress(config.job_id, total=len(cells(config)), done=len(cells(config)) - len(todo),
+                             console=console, enabled=progress)
 
-        async def one(t: str, k: int, bar_id: Any) -> None:
+        async def one(t: str, k: int) -> None:
             call = TrialCall(by_name[t], config.agent, config.endpoint, job_dir / trial_name(t, k),
                              config.env_kind, config.job_id, config.settings, config.verifier_endpoint,
                              repetition=k, env_factory=env_factory)
             async with runner.slot():
+                shown.started_trial(trial_name(t, k))
                 res = await run_cell(runner, call, pool=pool, reruns=reruns)
             tally.add(res)
-            bar.update(bar_id, advance=1, stats=tally.text())
+            shown.finished_trial(trial_name(t, k), _outcome(res), tally.text(), tally.plain())
 
         async with opened(runner):
-            with bar:
-                bar_id = bar.add_task(config.job_id, total=len(cells(config)),
-                                      completed=len(cells(config)) - len(todo), stats=tally.text())
+            with shown.shown(tally.text()):
                 async with asyncio.TaskGroup() as group:
                     for t, k in todo:
-                        group.create_task(one(t, k, bar_id))
+                        group.create_task(one(t, k))
         clear_incoming(job_dir)  # every delivery has been renamed into place; drop the empty staging folder
 
         result = summarize(config, job_dir, trials_run=len(todo), started_at=started)
