@@ -121,8 +121,14 @@ class RecordingConfig(BaseModel):
     )
     write: Literal["thread", "sync"] = Field(
         default="thread",
-        description="thread: a writer thread redacts, encodes and appends each span as soon as it ends (off "
-        "the harness's path); sync: before the wrapped call returns (slower; nothing in flight at a SIGKILL)",
+        description="thread: a writer thread redacts, encodes and appends spans off the harness's path, in "
+        "bursts (see write_linger_ms); sync: before the wrapped call returns (slower; nothing in flight at a "
+        "SIGKILL)",
+    )
+    write_linger_ms: float = Field(
+        default=20.0, ge=0, le=1000,
+        description="thread mode: after the first span of a burst the writer waits this long for the rest and "
+        "writes them together (one wake-up and one write per burst); a SIGKILL can lose this last window",
     )
     limits: Limits = Field(default_factory=Limits)
     redact: Redaction = Field(default_factory=Redaction)

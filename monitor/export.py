@@ -19,8 +19,10 @@ import math
 import os
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +50,9 @@ class SpanData:
     events: list[tuple[int, str, dict[str, Any]]] = field(default_factory=list)
     status_code: int = STATUS_UNSET
     status_message: str = ""
+    # The boundary's fixed attributes (code.*, rise.boundary...), shared by all its spans: when set, they are
+    # the first ``len(static)`` entries of ``attributes`` and the encoder writes them from a per-site cache.
+    static: Mapping[str, Any] | None = None
 
 
 # ---------------------------------------------------------------------------------------------- encoding
@@ -71,16 +76,33 @@ def _value(v: Any) -> str:
 _KEY_CACHE: dict[str, str] = {}
 
 
-def _attrs(attrs: Mapping[str, Any]) -> str:
+def _attrs(attrs: Mapping[str, Any], skip: int = 0) -> str:
+    items = attrs.items()
+    if skip:
+        items = islice(items, skip, None)
     parts = []
-    for k, v in attrs.items():
+    for k, v in items:
         if v is None:
             continue
         key = _KEY_CACHE.get(k)
         if key is None:
             key = _KEY_CACHE.setdefault(k, '{"key":' + _esc(k) + ',"value":')
-        parts.append(key + _value(v) + "}")
+        if v.__class__ is str:  # most values: no call to _value
+            parts.append(key + '{"stringValue":' + _esc(v) + "}}")
+        else:
+            parts.append(key + _value(v) + "}")
     return ",".join(parts)
+
+
+_STATIC_CACHE: dict[int, tuple[Mapping[str, Any], str]] = {}
+
+
+def _static_attrs(static: Mapping[str, Any]) -> str:
+    """The encoded attributes of one boundary's fixed part (cached; the mapping is kept alive with it)."""
+    hit = _STATIC_CACHE.get(id(static))
+    if hit is None or hit[0] is not static:
+        hit = _STATIC_CACHE[id(static)] = (static, _attrs(static))
+    return hit[1]
 
 
 def encode_span(s: SpanData) -> str:
@@ -92,8 +114,14 @@ def encode_span(s: SpanData) -> str:
         out += [',"parentSpanId":"', format(s.parent_id, "016x"), '"']
     out += [
         ',"name":', _esc(s.name), ',"kind":1,"startTimeUnixNano":"', str(s.start_ns),
-        '","endTimeUnixNano":"', str(s.end_ns), '","attributes":[', _attrs(s.attributes), "]",
+        '","endTimeUnixNano":"', str(s.end_ns), '","attributes":[',
     ]
+    if s.static:
+        fixed, rest = _static_attrs(s.static), _attrs(s.attributes, len(s.static))
+        out.append(fixed + "," + rest if rest else fixed)
+    else:
+        out.append(_attrs(s.attributes))
+    out.append("]")
     if s.events:
         out.append(',"events":[')
         out.append(",".join(
@@ -185,35 +213,76 @@ def read_jsonl(path: str | Path) -> tuple[list[tuple[dict[str, Any], SpanData]],
 
 
 # ---------------------------------------------------------------------------------------------- sinks
+SLACK = 64  # redact a little past the limit so a secret cut by the limit is still recognised whole
+
+
 class Captured:
-    """A captured value not yet redacted (redaction runs on the writer thread, off the harness's path)."""
+    """A captured value not yet redacted nor cut (the writer thread does both, off the harness's path).
+
+    ``text`` is the value itself when it is a string (strings are immutable: nothing to copy at call time;
+    ``total`` is then its length) or a bounded repr made at call time (``total`` None).
+    """
 
     __slots__ = ("limit", "text", "total")
 
     def __init__(self, text: str, limit: int, total: int | None):
         self.text, self.limit, self.total = text, limit, total
 
-    def final(self, redact: Callable[[str], str] | None) -> str:
+    def raw(self) -> str:
+        """The text to redact: the capture up to a little past its limit."""
+        text = self.text
+        return text if len(text) <= self.limit + SLACK else text[: self.limit + SLACK]
+
+    def cut(self, redacted: str) -> str:
         """Redacted first, then cut: a secret straddling the limit is still recognised whole."""
-        text = redact(self.text) if redact is not None else self.text
-        if len(text) > self.limit:
-            return text[: self.limit] + (f"…[{self.total} chars]" if self.total is not None else "…[cut]")
-        return text
+        if len(redacted) > self.limit:
+            return redacted[: self.limit] + (f"…[{self.total} chars]" if self.total is not None else "…[cut]")
+        return redacted
+
+    def final(self, redact: Callable[[str], str] | None) -> str:
+        """The redacted, cut text."""
+        raw = self.raw()
+        return self.cut(redact(raw) if redact is not None else raw)
 
     def __repr__(self) -> str:
         return f"Captured({self.text[:40]!r}…, limit={self.limit})"
 
 
-def finalize(span: SpanData, redact: Callable[[str], str] | None) -> SpanData:
-    """Turn a span's pending captures into their final, redacted strings (in place)."""
+def _json_object(items: Iterable[tuple[str, Any]]) -> str:
+    """``json.dumps(dict(items), ensure_ascii=False)`` for string values, without the encoder's overhead."""
+    parts = []
+    for k, v in items:
+        parts.append(_esc(k) + ":" + (_esc(v) if v.__class__ is str else json.dumps(v, ensure_ascii=False)))
+    return "{" + ",".join(parts) + "}"
+
+
+def finalize(span: SpanData, redact: Callable[[str], str] | None,
+             redact_many: Callable[[list[str]], list[str]] | None = None) -> SpanData:
+    """Turn a span's pending captures into their final, redacted strings (in place). With ``redact_many``
+    every capture of the span is redacted in one call."""
     attrs = span.attributes
     args = attrs.get("rise.args")
-    if isinstance(args, dict):
-        attrs["rise.args"] = json.dumps(
-            {k: v.final(redact) if isinstance(v, Captured) else v for k, v in args.items()}, ensure_ascii=False)
     ret = attrs.get("rise.return")
+    pending: list[Captured] = []
+    if isinstance(args, dict):
+        pending += [v for v in args.values() if isinstance(v, Captured)]
     if isinstance(ret, Captured):
-        attrs["rise.return"] = ret.final(redact)
+        pending.append(ret)
+    if not pending:
+        if isinstance(args, dict):
+            attrs["rise.args"] = _json_object(args.items())
+        return span
+    raws = [c.raw() for c in pending]
+    if redact_many is not None:
+        clean = redact_many(raws)
+    else:
+        clean = [redact(r) for r in raws] if redact is not None else raws
+    done = {id(c): c.cut(t) for c, t in zip(pending, clean)}
+    if isinstance(args, dict):
+        attrs["rise.args"] = _json_object(
+            (k, done[id(v)] if isinstance(v, Captured) else v) for k, v in args.items())
+    if isinstance(ret, Captured):
+        attrs["rise.return"] = done[id(ret)]
     return span
 
 
@@ -228,21 +297,30 @@ class JsonLinesSink:
     """Append ended spans to ``spans.jsonl`` as OTLP-JSON lines.
 
     ``mode="thread"`` (default): the harness's thread only enqueues the span; a writer thread redacts,
-    encodes and appends it at once (it blocks on the queue, so a span is on disk microseconds to a few
-    milliseconds after it ends — what a SIGKILL can lose is that last instant). ``mode="sync"``: all of it
-    on the caller's thread, one ``os.write`` per span before the wrapped call returns.
+    encodes and appends it. The writer wakes on the first span, gathers what else ends in the next
+    ``linger_sec`` (a step's spans come in bursts) and writes them with one ``os.write``: one wake-up and one
+    system call per burst instead of per span. What a SIGKILL can lose is what ended in that last window.
+    ``mode="sync"``: all of it on the caller's thread, one ``os.write`` per span before the wrapped call
+    returns.
+
+    ``redact`` is a ``str -> str`` function; when it is a bound method of an object that also has
+    ``redact_many`` (``monitor.redact.Redactor``), a span's captures are redacted in one call.
     """
 
     def __init__(self, path: str | Path, resource: Mapping[str, Any], *,
-                 redact: Callable[[str], str] | None = None, mode: str = "thread"):
+                 redact: Callable[[str], str] | None = None, mode: str = "thread", linger_sec: float = 0.0):
         if mode not in ("thread", "sync"):
             raise ValueError(f"mode must be 'thread' or 'sync', not {mode!r}")
+        if linger_sec < 0:
+            raise ValueError(f"linger_sec must be >= 0, not {linger_sec!r}")
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self._prefix = request_prefix(resource)
         self.redact = redact
+        self._redact_many = getattr(getattr(redact, "__self__", None), "redact_many", None)
         self.mode = mode
+        self.linger_sec = linger_sec
         self.forwarders: list[OtlpHttpForwarder] = []
         self.spans_written = 0
         self.write_errors = 0
@@ -261,7 +339,7 @@ class JsonLinesSink:
         self._write([span])
 
     def _line(self, span: SpanData) -> str:
-        return self._prefix + encode_span(finalize(span, self.redact)) + REQUEST_SUFFIX
+        return self._prefix + encode_span(finalize(span, self.redact, self._redact_many)) + REQUEST_SUFFIX
 
     def _write(self, spans: list[SpanData]) -> None:
         if self._fd < 0:
@@ -282,6 +360,8 @@ class JsonLinesSink:
     def _run(self) -> None:
         while True:
             item = self._queue.get()
+            if self.linger_sec and isinstance(item, SpanData):
+                time.sleep(self.linger_sec)  # let the rest of the burst end; the harness runs meanwhile
             batch: list[SpanData] = []
             stop = False
             flushes: list[_Flush] = []

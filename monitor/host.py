@@ -65,7 +65,7 @@ class Monitor:
         }
         self.spans_path = Path(spans_path) if spans_path else Path(spec.agent_dir) / SPANS_FILENAME
         self.sink = JsonLinesSink(self.spans_path, self.resource, redact=self.redactor.redact,
-                                  mode=self.config.write)
+                                  mode=self.config.write, linger_sec=self.config.write_linger_ms / 1000)
         if otlp_http_configured(env):
             try:
                 self.sink.forwarders.append(OtlpHttpForwarder(self.resource))

@@ -32,12 +32,11 @@ from typing import Any
 from trials.harness_api import EPISODE, TRIAL_ID
 
 from .config import Boundary, RecordingConfig, RecordingConfigError
-from .export import Captured
+from .export import SLACK, Captured
 from .redact import Redactor
 
 log = logging.getLogger(__name__)
 
-_SLACK = 64  # redact a little past the limit so a secret cut by truncation is still recognised whole
 _MAX_DEPTH = 4
 _ATOMS = (int, float, bool, type(None), complex)
 
@@ -112,10 +111,12 @@ def bounded_repr(obj: Any, budget: int, depth: int = 0) -> str:
 
 
 def capture_raw(value: Any, limit: int) -> Captured:
-    """The text of a value, bounded but not yet redacted nor cut (see :class:`monitor.export.Captured`)."""
+    """The text of a value, bounded but not yet redacted nor cut (see :class:`monitor.export.Captured`).
+    A string is kept as it is (immutable: the writer thread cuts it); anything else is formatted now, because
+    it may change after the call."""
     if value.__class__ is str:
-        return Captured(value[: limit + _SLACK], limit, len(value))
-    return Captured(bounded_repr(value, limit + _SLACK), limit, None)
+        return Captured(value, limit, len(value))
+    return Captured(bounded_repr(value, limit + SLACK), limit, None)
 
 
 def capture(value: Any, limit: int, redact: Callable[[str], str] | None) -> str:
@@ -351,7 +352,7 @@ class Instrumentation:
                             ensure_ascii=False)
                 if b.genai:
                     self._genai_request(site, named, attrs)
-            return self.tracer.start(site.target, attrs)
+            return self.tracer.start(site.target, attrs, site.static_attrs)
         except Exception:  # noqa: BLE001 - the monitor must never change what the harness does
             self._internal_error()
             return None

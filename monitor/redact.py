@@ -19,6 +19,9 @@ from pathlib import Path
 
 REDACTED = "[REDACTED]"
 MIN_SECRET_LEN = 8  # shorter env values ("1", "true") would redact half of every text
+# Between the captures of one span when they are redacted together: no built-in pattern matches across it
+# (each stops at whitespace or NUL); a replacement that crosses it anyway is detected by counting.
+_SEP = "\n\x00\n"
 
 _KV = (r"(?i)(?:api[_-]?key|access[_-]?key|token|secret|passw(?:or)?d)[\"']?\s*[:=]\s*[\"']?"
        r"(?!\[REDACTED\])([^\s\"',;}{]{6,})")
@@ -60,22 +63,16 @@ class Redactor:
     def __call__(self, text: str) -> str:
         return self.redact(text)
 
-    def _cuts(self, text: str) -> list[tuple[int, int]]:
-        """(start, end) of every secret in ``text``."""
+    def _cuts(self, text: str, tails: bool = True) -> list[tuple[int, int]]:
+        """(start, end) of every secret in ``text`` (with ``tails``: also a value's prefix ending it)."""
         cuts: list[tuple[int, int]] = []
         for value in self.secret_values:
             i = text.find(value)
             while i >= 0:
                 cuts.append((i, i + len(value)))
                 i = text.find(value, i + len(value))
-        if len(text) >= MIN_SECRET_LEN:
-            # A value cut by the capture limit at the very end of the text still must not show its prefix.
-            tail = text[-64:]
-            for value in self.secret_values:
-                for k in range(min(len(value) - 1, len(tail)), MIN_SECRET_LEN - 1, -1):
-                    if tail.endswith(value[:k]):
-                        cuts.append((len(text) - k, len(text)))
-                        break
+        if tails and self.secret_values:
+            cuts += self._tail_cuts(text, 0, len(text))
         lower = None
         for anchor, low, rx, group, starts in self._rules:
             if low:
@@ -97,11 +94,49 @@ class Redactor:
                     i = hay.find(anchor, i + 1)
         return cuts
 
+    def _tail_cuts(self, text: str, start: int, end: int) -> list[tuple[int, int]]:
+        """A secret value cut by the capture limit at ``end`` (the end of a captured piece) must not show its
+        prefix either: the longest prefix (at least MIN_SECRET_LEN chars) of a value that ends the piece."""
+        cuts = []
+        if end - start < MIN_SECRET_LEN:
+            return cuts
+        lo = max(start, end - 64)
+        for value in self.secret_values:
+            head = value[:MIN_SECRET_LEN]
+            i = text.find(head, lo, end)  # a prefix ending the piece starts with the value's first chars
+            while i >= 0:
+                if end - i < len(value) and value.startswith(text[i:end]):
+                    cuts.append((i, end))
+                    break
+                i = text.find(head, i + 1, end)
+        return cuts
+
+    def redact_many(self, texts: list[str]) -> list[str]:
+        """``[redact(t) for t in texts]`` in one pass over their concatenation (one call per span, not per
+        captured value); falls back to one call each if a replacement would cross two texts."""
+        if len(texts) < 2:
+            return [self.redact(t) for t in texts]
+        joined = _SEP.join(texts)
+        if joined.count(_SEP) != len(texts) - 1:  # a text holds the separator itself
+            return [self.redact(t) for t in texts]
+        extra: list[tuple[int, int]] = []
+        if self.secret_values:
+            pos = 0
+            for t in texts:
+                extra += self._tail_cuts(joined, pos, pos + len(t))
+                pos += len(t) + len(_SEP)
+        out = self._apply(joined, self._cuts(joined, tails=False) + extra).split(_SEP)
+        if len(out) != len(texts):
+            return [self.redact(t) for t in texts]
+        return out
+
     def redact(self, text: str) -> str:
         """The text with every known secret replaced."""
         if len(text) < MIN_SECRET_LEN:
             return text
-        cuts = self._cuts(text)
+        return self._apply(text, self._cuts(text))
+
+    def _apply(self, text: str, cuts: list[tuple[int, int]]) -> str:
         if cuts:
             cuts.sort()
             out, pos = [], 0
