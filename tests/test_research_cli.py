@@ -72,6 +72,16 @@ def test_sync_search_show_round_trip(corpus: Path, tmp_path: Path) -> None:
     assert changed.exit_code == 1 and "changed" in changed.output
 
 
+def test_a_source_dropped_from_the_corpus_leaves_the_index(corpus: Path) -> None:
+    assert _rise("research", "sync", "--corpus", str(corpus)).exit_code == 0
+    corpus.write_text('version = 1\n[[sources]]\nkind = "local"\nname = "alpha"\npath = "alpha"\n')
+    res = _rise("research", "sync", "--corpus", str(corpus))
+    assert res.exit_code == 0 and "dropped from the index" in res.output and "beta" in res.output
+    assert [s["name"] for s in Research(ResearchSettings(corpus=str(corpus))).sources()] == ["alpha"]
+    found = _rise("research", "search", "completion claim", "--json")
+    assert {r["source"] for r in json.loads(found.output)["references"]} == {"alpha"}
+
+
 def test_searches_are_recorded_even_without_hits(corpus: Path, tmp_path: Path) -> None:
     assert _rise("research", "sync", "--corpus", str(corpus)).exit_code == 0
     res = _rise("research", "search", "kubernetes autoscaler")

@@ -129,3 +129,16 @@ def test_query_without_words_is_an_error() -> None:
     with pytest.raises(ResearchError, match="has no searchable words"):
         fts_query("the of !!")
     assert fts_query('Verify "the" claim-check') == '"verify" OR "claim" OR "check"'
+
+
+def test_include_prefixes_limit_what_is_indexed(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    (src / "agent").mkdir(parents=True)
+    (src / "tests").mkdir()
+    (src / "agent" / "loop.py").write_text("def verify_completion():\n    pass\n")
+    (src / "tests" / "test_loop.py").write_text("def test_verify_completion():\n    pass\n")
+    source = LocalSource(name="toy", path=str(src), include=["agent"])
+    index = Index(tmp_path / "i.sqlite")
+    stats = index.update([(source, DirTree("toy", str(src), "v", src, "local"))], log=lambda m: None)
+    assert stats.files_seen == 1 and [h.path for h in index.search("verify completion")] == ["agent/loop.py"]
+    index.close()

@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 
 from evolve.agents import Limits, Role, RoleError, register_role, run_role
 from evolve.agents.backends import Backend
+from evolve.analysis.models import Group
 from research.api import Research
 from research.reference import Reference, SearchRecord, Verification
 
@@ -35,6 +36,11 @@ class ResearcherInputs(BaseModel):
     wish: str = Field(min_length=3, description="the common wish of its findings")
     behaviours: list[str] = Field(default_factory=list, description="Handbook behaviour ids involved")
     tasks: list[str] = Field(default_factory=list)
+
+
+def inputs_from_group(group: Group) -> ResearcherInputs:
+    """The researcher's inputs for one ranked group of analysis."""
+    return ResearcherInputs(group=group.name, wish=group.wish, behaviours=group.behaviours, tasks=group.tasks)
 
 
 class DesignNote(BaseModel):
