@@ -4,7 +4,7 @@ Behaviour (TERMINUS2.md): the first balanced ``{...}`` found by a string-aware b
 Errors (nothing runs): no JSON, invalid JSON (with a preview), missing required fields, ``commands`` not an
 array, a command that is not an object or lacks string keystrokes. Warnings (tolerated, reported back): text
 before/after the object, missing or invalid duration, unknown command fields, fields out of order, a non-final
-command without a trailing newline. When a reply has an error, the auto-fixes are tried in order; the first
+command (other than an empty wait) without a trailing newline. When a reply has an error, the auto-fixes are tried in order; the first
 that yields an error-free parse wins and adds an ``AUTO-CORRECTED`` warning. A reply that claims completion
 turns command errors into warnings.
 """
@@ -55,11 +55,11 @@ def scan_object(text: str) -> tuple[int, int | None, int]:
 
 
 def _is_task_complete(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
+    """A string claims completion when it reads true/1/yes; any other value by its truth (``1`` claims it,
+    with a type warning, as in the reference)."""
     if isinstance(value, str):
         return value.strip().lower() in ("true", "1", "yes")
-    return False
+    return bool(value)
 
 
 def _check_order(data: dict, warnings: list[str]) -> None:
@@ -85,13 +85,13 @@ def _parse_commands(items: list, warnings: list[str]) -> tuple[list[Command], st
         if "duration" not in item:
             warnings.append(f"Command {i}: Missing duration field, using default {DEFAULT_DURATION}")
             duration = DEFAULT_DURATION
-        elif isinstance(duration, bool) or not isinstance(duration, (int, float)):
+        elif not isinstance(duration, (int, float)):  # a boolean is a number here (true = 1 s), as in the reference
             warnings.append(f"Command {i}: Invalid duration value {duration!r}, using default {DEFAULT_DURATION}")
             duration = DEFAULT_DURATION
         unknown = sorted(set(item) - COMMAND_FIELDS)
         if unknown:
             warnings.append(f"Command {i}: Unknown fields: {', '.join(unknown)}")
-        if i < len(items) and not keys.endswith("\n"):
+        if i < len(items) and keys and not keys.endswith("\n"):  # an empty keystroke only waits
             warnings.append(
                 f"Command {i} should end with a newline when another command follows it; otherwise the two "
                 "are typed on the same line"

@@ -10,218 +10,197 @@
     <task_complete>true</task_complete>
     </response>
 
-The body is read left to right (no XML library: keystrokes may hold ``<``, ``&`` or even ``</commands>``).
-Errors: no ``<response>``, an unclosed section or keystrokes element, no ``<commands>`` section (unless the
-reply claims completion), an unclosed ``</response>`` (auto-fixed when the rest parses). Warnings: text around
-the block, several blocks, missing analysis/plan, sections out of order or repeated, unknown tags or
-attributes, missing/invalid duration, a non-final command without a trailing newline, XML entities (sent
-literally), stray text between keystrokes. :func:`salvage_truncated` recovers a reply cut off by the output
-limit when its commands were complete.
+The decisions follow the reference parser (checked case by case by ``tests/test_harbor_diff.py``): each
+section is its first ``<name>...</name>`` (or ``<name/>``) inside the first response block; a section that is
+missing or never closed is a warning (the rest still runs), except that a missing ``<commands>`` is an error
+unless the reply claims completion. Completion is claimed by ``<task_complete>true</task_complete>`` (any
+case, spaces allowed) outside the commands. Warnings: text around the block, several blocks or several
+``<commands>`` (only the first runs), repeated or out-of-order sections, unknown top-level tags, unknown or
+badly quoted attributes, a missing or invalid duration, a non-final command without a trailing newline,
+XML entities and literal ``\\r\\n`` (typed as written), an empty commands block without completion.
+Where the seed differs on purpose (a missing ``</response>`` is said, an unclosed ``<keystrokes>`` is said,
+salvage after ``</commands>``), see DIFFERENCES.md.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
 from .parsing import Command, ParseResult
 
-SECTIONS = ("analysis", "plan", "commands", "task_complete")
+SECTIONS = ("analysis", "plan", "commands")  # required, in this order; task_complete is optional
+KNOWN_TAGS = (*SECTIONS, "task_complete")
 DEFAULT_DURATION = 1.0
 OPEN, CLOSE = "<response>", "</response>"
+NO_RESPONSE = f"No {OPEN} tag found"
+AUTO_FIX = f"AUTO-CORRECTED: Missing {CLOSE} tag was automatically inserted - please fix this in future responses"
 
-_TAG = re.compile(r"<(/?)([A-Za-z_][\w-]*)([^<>]*?)(/?)>")
-_ATTR = re.compile(r"""([A-Za-z_][\w-]*)\s*=\s*(?:"([^"]*)"|'([^']*)'|(\S+))""")
-_ENTITY = re.compile(r"&(lt|gt|amp|quot|apos|#\d+|#x[0-9a-fA-F]+);")
-
-
-@dataclass
-class _Scan:
-    """What one left-to-right pass over a response body found."""
-
-    sections: dict[str, str] = field(default_factory=dict)
-    order: list[str] = field(default_factory=list)
-    commands: list[Command] = field(default_factory=list)
-    command_errors: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    error: str | None = None
-    commands_end: int | None = None  # index just after </commands> (or <commands/>)
-    response_end: int | None = None  # index just after </response>
+_KEYSTROKES = re.compile(r"<keystrokes([^>]*)>(.*?)</keystrokes>", re.DOTALL)
+_COMPLETE = re.compile(r"<task_complete>\s*true\s*</task_complete>", re.IGNORECASE)
+_TAG = re.compile(r"<(/?)([A-Za-z_][\w.-]*)[^<>]*?(/?)>")
+_ATTR_NAME = re.compile(r"(\w+)\s*=")
+_ATTR_UNQUOTED = re.compile(r"""(\w+)\s*=\s*([^"'\s>]+)""")
+_ATTR_SINGLE = re.compile(r"(\w+)\s*=\s*'([^']*)'")
+_DURATION = re.compile(r"""duration\s*=\s*["']([^"']*)["']""")
+_ENTITIES = {"&lt;": "<", "&gt;": ">", "&amp;": "&", "&quot;": '"', "&apos;": "'"}
+_NEWLINE_WARNING = ("Command {i} should end with a newline when another command follows it; otherwise the two "
+                    "are typed on the same line")
 
 
-def _attrs(raw: str) -> dict[str, str]:
-    return {m.group(1): next(g for g in m.groups()[1:] if g is not None) for m in _ATTR.finditer(raw)}
+def _opening(name: str) -> re.Pattern[str]:
+    return re.compile(rf"<{name}(?:\s|>|/>)")
 
 
-def _read_commands(text: str, pos: int, scan: _Scan) -> int | None:
-    """Read ``<keystrokes>`` elements from ``pos`` up to ``</commands>``; the index after it, or None."""
-    index = 0
-    while True:
-        m = _TAG.search(text, pos)
-        if m is None:
-            scan.error = "Missing </commands> closing tag"
-            return None
-        stray = text[pos:m.start()].strip()
-        if stray:
-            scan.warnings.append(f"Text outside <keystrokes> inside <commands> was ignored: {stray[:60]!r}")
-        closing, name, raw_attrs, self_closing = m.group(1) == "/", m.group(2), m.group(3), m.group(4) == "/"
-        if closing and name == "commands":
-            return m.end()
-        if closing or name != "keystrokes":
-            scan.warnings.append(f"Unknown tag <{'/' if closing else ''}{name}> inside <commands> was ignored")
-            pos = m.end()
+def _section(body: str, name: str) -> tuple[str | None, tuple[int, int] | None]:
+    """(content, span) of the first closed ``<name>`` element, ``("", span)`` for ``<name/>``, else Nones."""
+    m = re.search(rf"<{name}>(.*?)</{name}>", body, re.DOTALL)
+    if m:
+        return m.group(1).strip(), m.span()
+    m = re.search(rf"<{name}\s*/>", body)
+    if m:
+        return "", m.span()
+    return None, None
+
+
+def _top_level_tags(body: str, spans: list[tuple[int, int]]) -> list[str]:
+    """Names of the tags directly inside the response block, outside the known sections' spans."""
+    names, depth = [], 0
+    for m in _TAG.finditer(body):
+        if any(a <= m.start() < b for a, b in spans):
             continue
-        index += 1
-        attrs = _attrs(raw_attrs)
-        if self_closing:
-            keys, pos = "", m.end()
-        else:
-            end = text.find("</keystrokes>", m.end())
-            if end == -1:
-                scan.command_errors.append(f"Command {index}: missing </keystrokes> closing tag")
-                scan.error = scan.command_errors[-1]
-                return None
-            keys, pos = text[m.end():end], end + len("</keystrokes>")
-        unknown = sorted(set(attrs) - {"duration"})
-        if unknown:
-            scan.warnings.append(f"Command {index}: Unknown attributes: {', '.join(unknown)}")
-        if "duration" not in attrs:
-            scan.warnings.append(f"Command {index}: Missing duration attribute, using default {DEFAULT_DURATION}")
-            duration = DEFAULT_DURATION
+        closing, name, self_closing = m.group(1) == "/", m.group(2), m.group(3) == "/"
+        if closing:
+            depth = max(depth - 1, 0)
+            continue
+        if depth == 0:
+            names.append(name)
+        if not self_closing:
+            depth += 1
+    return names
+
+
+def _attribute_warnings(attrs: str, i: int, warnings: list[str]) -> None:
+    for name, value in _ATTR_UNQUOTED.findall(attrs):
+        warnings.append(f'Command {i}: Attribute \'{name}\' value should be quoted: {name}="{value}"')
+    for name, value in _ATTR_SINGLE.findall(attrs):
+        warnings.append(f'Command {i}: Use double quotes for attribute \'{name}\': {name}="{value}"')
+    for name in _ATTR_NAME.findall(attrs):
+        if name != "duration":
+            warnings.append(f"Command {i}: Unknown attribute '{name}' - known attributes are: duration")
+
+
+def _read_commands(content: str, warnings: list[str]) -> list[Command]:
+    commands: list[Command] = []
+    found = list(_KEYSTROKES.finditer(content))
+    for i, m in enumerate(found, start=1):
+        attrs, keys = m.group(1), m.group(2)
+        _attribute_warnings(attrs, i, warnings)
+        duration = DEFAULT_DURATION
+        dm = _DURATION.search(attrs)
+        if dm is None:
+            warnings.append(f"Command {i}: Missing duration attribute, using default {DEFAULT_DURATION}")
         else:
             try:
-                duration = float(attrs["duration"])
+                duration = float(dm.group(1))
             except ValueError:
-                scan.warnings.append(
-                    f"Command {index}: Invalid duration value {attrs['duration']!r}, using default "
-                    f"{DEFAULT_DURATION}")
-                duration = DEFAULT_DURATION
-        if _ENTITY.search(keys):
-            scan.warnings.append(
-                f"Command {index}: contains XML entities such as &lt; that are typed literally; write the "
-                "characters themselves")
-        scan.commands.append(Command(keystrokes=keys, duration=duration))
+                warnings.append(f"Command {i}: Invalid duration value '{dm.group(1)}', using default "
+                                f"{DEFAULT_DURATION}")
+        if i < len(found) and not keys.endswith("\n"):
+            warnings.append(_NEWLINE_WARNING.format(i=i))
+        commands.append(Command(keystrokes=keys, duration=duration))
+    leftover = _KEYSTROKES.sub("", content)
+    if _opening("keystrokes").search(leftover):  # the reference drops it silently; the model should know
+        warnings.append("A <keystrokes> element without </keystrokes> was not run")
+    for entity, char in _ENTITIES.items():
+        if entity in content:
+            warnings.append(f"{entity} is typed literally, not as {char}: write the character itself")
+    if "\\r\\n" in content:
+        warnings.append("\\r\\n line endings are not needed; use \\n")
+    return commands
 
 
-def _scan(text: str, start: int) -> _Scan:
-    """Read the body that starts after ``<response>`` at ``start``."""
-    scan, pos = _Scan(), start
-    while True:
-        m = _TAG.search(text, pos)
-        if m is None:
-            scan.error = f"Missing {CLOSE} closing tag"
-            return scan
-        stray = text[pos:m.start()].strip()
-        if stray:
-            scan.warnings.append(f"Text outside any section was ignored: {stray[:60]!r}")
-        closing, name, self_closing = m.group(1) == "/", m.group(2), m.group(4) == "/"
-        if closing and name == "response":
-            scan.response_end = m.end()
-            return scan
-        if closing or name not in SECTIONS:
-            scan.warnings.append(f"Unknown tag <{'/' if closing else ''}{name}> was ignored")
-            pos = m.end()
-            continue
-        if name in scan.sections:
-            scan.warnings.append(f"Section <{name}> appears more than once; the last one is used")
-        scan.order.append(name)
-        if name == "commands":
-            if self_closing:
-                end = m.end()
-            else:
-                end = _read_commands(text, m.end(), scan)
-                if end is None:
-                    return scan
-            scan.sections[name], scan.commands_end, pos = text[m.end():end], end, end
-            continue
-        if self_closing:
-            scan.sections[name], pos = "", m.end()
-            continue
-        close = text.find(f"</{name}>", m.end())
-        if close == -1:
-            scan.error = f"Missing </{name}> closing tag"
-            return scan
-        scan.sections[name], pos = text[m.end():close], close + len(name) + 3
-
-
-def _check_order(scan: _Scan, warnings: list[str]) -> None:
-    seen = list(dict.fromkeys(scan.order))
-    expected = [s for s in SECTIONS if s in seen]
-    if seen != expected:
-        warnings.append(
-            f"Sections appear in the wrong order: found {' -> '.join(seen)}, expected {' -> '.join(expected)}")
+def _around(text: str, start: int, warnings: list[str]) -> None:
+    if text[:start].strip():
+        warnings.append(f"Extra text detected before {OPEN} tag")
+    end = text.find(CLOSE, start)
+    if end != -1 and text[end + len(CLOSE):].strip():
+        warnings.append(f"Extra text detected after {CLOSE} tag")
+        blocks = text.count(OPEN)
+        if blocks > 1:
+            warnings.append(f"IMPORTANT: Only issue one {OPEN} block at a time. You issued {blocks} and only "
+                            "the first was executed.")
 
 
 def try_parse(text: str) -> ParseResult:
-    """One parse attempt, without auto-fixes."""
+    """One parse attempt, without the missing-``</response>`` fix."""
     start = text.find(OPEN)
     if start == -1:
-        return ParseResult(error=f"No {OPEN} tag found in response")
+        return ParseResult(error=NO_RESPONSE)
     warnings: list[str] = []
-    if text[:start].strip():
-        warnings.append(f"Extra text detected before {OPEN} tag")
-    if text.count(OPEN) > 1:
-        warnings.append(f"Found {text.count(OPEN)} {OPEN} blocks; only the first was used")
-    scan = _scan(text, start + len(OPEN))
-    warnings.extend(scan.warnings)
-    analysis = scan.sections.get("analysis", "").strip()
-    plan = scan.sections.get("plan", "").strip()
-    raw_complete = scan.sections.get("task_complete", "").strip().lower()
-    complete = raw_complete in ("true", "1", "yes")
-    if raw_complete and raw_complete not in ("true", "false", "1", "0", "yes", "no"):
-        warnings.append(f"<task_complete> should be true or false, not {raw_complete[:20]!r}")
-    if scan.error is not None:
-        if complete and scan.command_errors:
-            warnings.extend(scan.command_errors)
-            return ParseResult(task_complete=True, analysis=analysis, plan=plan, warnings=warnings)
-        return ParseResult(analysis=analysis, plan=plan, error=scan.error, warnings=warnings)
-    if scan.response_end is not None and text[scan.response_end:].strip() and text.count(OPEN) == 1:
-        warnings.append(f"Extra text detected after {CLOSE} tag")
-    _check_order(scan, warnings)
-    for name in ("analysis", "plan"):
-        if name not in scan.sections:
+    _around(text, start, warnings)
+    end = text.find(CLOSE, start)
+    if end == -1:
+        return ParseResult(error=f"Missing {CLOSE} closing tag", warnings=warnings)
+    body = text[start + len(OPEN):end].strip()
+    found = {name: _section(body, name) for name in KNOWN_TAGS}
+    commands_span = found["commands"][1]
+    outside = body if commands_span is None else body[:commands_span[0]] + body[commands_span[1]:]
+    complete = _COMPLETE.search(outside) is not None
+    for name in SECTIONS:
+        if found[name][0] is None:
             warnings.append(f"Missing <{name}> section")
-    if "commands" not in scan.sections:
-        if not complete:
-            return ParseResult(analysis=analysis, plan=plan, error="Missing <commands> section",
-                               warnings=warnings)
-        warnings.append("Missing <commands> section")
-    commands = scan.commands
-    for i, cmd in enumerate(commands[:-1], start=1):
-        if not cmd.keystrokes.endswith("\n"):
-            warnings.append(
-                f"Command {i} should end with a newline when another command follows it; otherwise the two "
-                "are typed on the same line")
+    spans = [span for _, span in found.values() if span is not None]
+    for tag in dict.fromkeys(_top_level_tags(body, spans)):
+        if tag not in KNOWN_TAGS:
+            warnings.append(f"Unknown tag found: <{tag}>, expected analysis/plan/commands/task_complete")
+    for name in KNOWN_TAGS:
+        count = len(_opening(name).findall(body))
+        if count > 1 and name == "commands":
+            warnings.append(f"IMPORTANT: Only issue one <commands> block at a time. You issued {count} and only "
+                            "the first was executed.")
+        elif count > 1:
+            warnings.append(f"Multiple <{name}> sections found")
+    first = {name: m.start() for name in SECTIONS if (m := _opening(name).search(body))}
+    if list(first) != sorted(first, key=first.__getitem__):
+        warnings.append(f"Sections appear in the wrong order: found "
+                        f"{' -> '.join(sorted(first, key=first.__getitem__))}, expected {' -> '.join(first)}")
+    analysis, plan, content = found["analysis"][0] or "", found["plan"][0] or "", found["commands"][0]
+    if content is None and not complete:
+        return ParseResult(analysis=analysis, plan=plan, error="Missing <commands> section", warnings=warnings)
+    if not content:
+        if content is not None and not complete:
+            warnings.append("Commands section is empty; nothing was run. To wait for a running command, send "
+                            "an empty <keystrokes> with a duration; to pause on purpose, run sleep")
+        return ParseResult(task_complete=complete, analysis=analysis, plan=plan, warnings=warnings)
+    commands = _read_commands(content, warnings)
     return ParseResult(commands=commands, task_complete=complete, analysis=analysis, plan=plan,
                        warnings=warnings)
 
 
 def parse(text: str) -> ParseResult:
-    """Parse an XML-format reply; a missing ``</response>`` is auto-corrected when the rest is sound."""
+    """Parse an XML-format reply; a missing ``</response>`` is inserted (and said) when the rest is sound."""
     result = try_parse(text)
     if result.error == f"Missing {CLOSE} closing tag":
         fixed = try_parse(text.rstrip() + "\n" + CLOSE)
         if fixed.error is None:
-            fixed.warnings.insert(
-                0, f"AUTO-CORRECTED: Added missing {CLOSE} closing tag - please fix this in future responses")
+            fixed.warnings.insert(0, AUTO_FIX)
             return fixed
     return result
 
 
 def salvage_truncated(text: str) -> tuple[str | None, bool]:
-    """From a reply cut off by the output limit: a complete reply ending after its ``</commands>`` (or its
-    ``</response>``), when that parses without error; and whether the text held several response blocks."""
-    multiple = text.count(OPEN) > 1
-    start = text.find(OPEN)
-    if start == -1:
-        return None, multiple
-    scan = _scan(text, start + len(OPEN))
-    if scan.response_end is not None:
-        candidate = text[:scan.response_end]
-    elif scan.commands_end is not None:
-        candidate = text[:scan.commands_end] + "\n" + CLOSE
-    else:
-        return None, multiple
-    if try_parse(candidate).error is None:
-        return candidate, multiple
+    """From a reply cut off by the output limit: the text up to its first ``</response>`` after
+    ``</commands>`` (or up to ``</commands>`` with ``</response>`` added), when that parses without error and
+    without the several-blocks warning; and whether several blocks were seen."""
+    commands_end = text.find("</commands>")
+    if commands_end == -1:
+        return None, False
+    commands_end += len("</commands>")
+    response_end = text.find(CLOSE, commands_end)
+    candidate = (text[:commands_end] + "\n" + CLOSE if response_end == -1
+                 else text[:response_end + len(CLOSE)])
+    result = parse(candidate)
+    multiple = any("Only issue one" in w for w in result.warnings)
+    if result.error is None and not multiple:
+        return candidate, False
     return None, multiple

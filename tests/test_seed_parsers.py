@@ -154,7 +154,7 @@ XML = """<response>
 <commands>
 <keystrokes duration="0.1">cat > /app/f.sh <<'EOF'
 if [ 1 < 2 ] && true; then echo "&amp; stays"; fi
-</commands> inside a heredoc is fine
+<b>tags in a heredoc are text</b>
 EOF
 </keystrokes>
 <keystrokes duration="0.5">C-c</keystrokes>
@@ -171,24 +171,31 @@ def test_xml_clean_reply_contents_are_raw():
     r = xml(XML.replace("&amp; stays", "and stays"))
     assert r.error is None and r.warnings == []
     assert r.commands[0].keystrokes.startswith("cat > /app/f.sh <<'EOF'\nif [ 1 < 2 ] && true")
-    assert "</commands> inside a heredoc" in r.commands[0].keystrokes
+    assert "<b>tags in a heredoc are text</b>" in r.commands[0].keystrokes
     assert r.commands[1] == Command("C-c", 0.5)
     assert (r.analysis, r.plan, r.task_complete) == ("the dir is empty", "write the file", False)
 
 
 def test_xml_warning_entities_are_typed_literally():
     r = xml(XML)
-    assert any("XML entities" in w for w in r.warnings)
+    assert any("&amp; is typed literally" in w for w in r.warnings)
     assert "&amp; stays" in r.commands[0].keystrokes
 
 
 def test_xml_errors():
-    assert xml("no xml here").error == "No <response> tag found in response"
+    assert xml("no xml here").error == "No <response> tag found"
     assert xml("<response><analysis>a</analysis><plan>p</plan></response>").error == "Missing <commands> section"
+
+
+def test_xml_unclosed_sections_warn_and_the_commands_still_run():
+    r = xml('<response><analysis>a<plan>p</plan><commands><keystrokes duration="1">ls\n</keystrokes>'
+            "</commands></response>")
+    assert r.error is None and r.commands == [Command("ls\n", 1.0)]
+    assert r.warnings == ["Missing <analysis> section"]
     r = xml('<response><analysis>a</analysis><plan>p</plan><commands><keystrokes duration="1">ls\n'
             "</commands></response>")
-    assert r.error == "Command 1: missing </keystrokes> closing tag"
-    assert xml("<response><analysis>a").error == "Missing </analysis> closing tag"
+    assert r.error is None and r.commands == []
+    assert r.warnings == ["A <keystrokes> element without </keystrokes> was not run"]
 
 
 def test_xml_missing_commands_allowed_when_complete():
@@ -196,49 +203,66 @@ def test_xml_missing_commands_allowed_when_complete():
     assert r.error is None and r.task_complete and "Missing <commands> section" in r.warnings
 
 
-def test_xml_command_error_becomes_warning_when_completing():
-    r = xml("<response><analysis>a</analysis><plan>p</plan><task_complete>true</task_complete>"
-            '<commands><keystrokes duration="1">ls\n')
-    assert r.error is None and r.task_complete
-    assert "Command 1: missing </keystrokes> closing tag" in r.warnings
+def test_xml_task_complete_is_the_literal_true_outside_the_commands():
+    base = "<response><analysis>a</analysis><plan>p</plan><commands>{c}</commands>{t}</response>"
+    assert xml(base.format(c="", t="<task_complete> TRUE </task_complete>")).task_complete
+    assert not xml(base.format(c="", t="<task_complete>yes</task_complete>")).task_complete
+    typed = '<keystrokes duration="1">echo "<task_complete>true</task_complete>"\n</keystrokes>'
+    assert not xml(base.format(c=typed, t="<task_complete>false</task_complete>")).task_complete
 
 
 def test_xml_warnings():
     text = ("Here you go:\n<response><plan>p</plan><analysis>a</analysis><foo>x</foo><commands>"
-            '<keystrokes>ls</keystrokes>stray<keystrokes duration="fast" shell="sh">pwd\n</keystrokes>'
-            "</commands><task_complete>maybe</task_complete></response>\nbye")
+            "<keystrokes duration=2>ls</keystrokes><keystrokes duration='fast' shell=\"sh\">pwd\\r\\n"
+            "</keystrokes></commands><task_complete>maybe</task_complete></response>\nbye")
     r = xml(text)
     assert r.error is None
     w = "\n".join(r.warnings)
     assert "Extra text detected before <response> tag" in w
     assert "Extra text detected after </response> tag" in w
-    assert "Unknown tag <foo>" in w
+    assert "Unknown tag found: <foo>" in w
+    assert "Command 1: Attribute 'duration' value should be quoted" in w
     assert "Command 1: Missing duration attribute, using default 1.0" in w
+    assert "Command 2: Use double quotes for attribute 'duration'" in w
     assert "Command 2: Invalid duration value 'fast'" in w
-    assert "Command 2: Unknown attributes: shell" in w
-    assert "Text outside <keystrokes>" in w
+    assert "Command 2: Unknown attribute 'shell'" in w
     assert "Command 1 should end with a newline" in w
     assert "Sections appear in the wrong order" in w
-    assert "<task_complete> should be true or false" in w
-    assert r.commands == [Command("ls", 1.0), Command("pwd\n", 1.0)]
+    assert "\\r\\n line endings are not needed" in w
+    assert r.commands == [Command("ls", 1.0), Command("pwd\\r\\n", 1.0)]
+    assert not r.task_complete
 
 
-def test_xml_missing_analysis_plan_are_warnings():
+def test_xml_single_quoted_duration_is_read():
+    r = xml("<response><analysis>a</analysis><plan>p</plan><commands><keystrokes duration='3'>ls\n"
+            "</keystrokes></commands></response>")
+    assert r.commands == [Command("ls\n", 3.0)]
+
+
+def test_xml_missing_analysis_plan_are_warnings_and_empty_commands_warn():
     r = xml("<response><commands></commands></response>")
     assert r.error is None and r.commands == []
-    assert r.warnings == ["Missing <analysis> section", "Missing <plan> section"]
+    assert r.warnings[:2] == ["Missing <analysis> section", "Missing <plan> section"]
+    assert r.warnings[2].startswith("Commands section is empty")
+    done = xml("<response><commands></commands><task_complete>true</task_complete></response>")
+    assert len(done.warnings) == 2 and done.task_complete
 
 
-def test_xml_several_blocks_warns():
+def test_xml_several_blocks_run_only_the_first():
     r = xml(XML + "\n" + XML)
-    assert any("blocks; only the first was used" in w for w in r.warnings)
+    assert any("You issued 2 and only the first was executed" in w for w in r.warnings)
+    twice = xml('<response><analysis>a</analysis><plan>p</plan><commands><keystrokes duration="1">one\n'
+                '</keystrokes></commands><commands><keystrokes duration="1">two\n</keystrokes></commands>'
+                "</response>")
+    assert [c.keystrokes for c in twice.commands] == ["one\n"]
+    assert any("Only issue one <commands> block" in w for w in twice.warnings)
 
 
 def test_xml_autofix_missing_response_close():
     r = xml(XML.removesuffix("</response>"))
     assert r.error is None
-    assert r.warnings[0] == ("AUTO-CORRECTED: Added missing </response> closing tag - please fix this in "
-                             "future responses")
+    assert r.warnings[0] == ("AUTO-CORRECTED: Missing </response> tag was automatically inserted - please fix "
+                             "this in future responses")
 
 
 def test_xml_salvage_truncated_after_commands():
@@ -252,7 +276,7 @@ def test_xml_salvage_truncated_after_commands():
 def test_xml_salvage_impossible_inside_commands():
     cut = XML[: XML.index("C-c")]
     assert salvage_truncated(cut, "xml") == (None, False)
-    assert salvage_truncated("<response><response>", "xml") == (None, True)
+    assert salvage_truncated(XML + "\n" + XML[:40], "xml") == (XML, False)  # the first block, cut clean
 
 
 def test_json_is_never_salvaged():
@@ -262,3 +286,13 @@ def test_json_is_never_salvaged():
 def test_unknown_format_is_refused():
     with pytest.raises(ValueError, match="unknown response format"):
         parse_response("{}", "yaml")  # type: ignore[arg-type]
+
+
+def test_json_reference_decisions_on_odd_values():
+    """task_complete 1 claims completion (with a type warning), a boolean duration is a number, an empty
+    (wait) keystroke needs no newline: the reference's decisions (tests/test_harbor_diff.py checks more)."""
+    r = parse('{"analysis": "a", "plan": "p", "commands": [], "task_complete": 1}')
+    assert r.task_complete and r.warnings == ["Field 'task_complete' should be a boolean or string"]
+    r = parse('{"analysis": "a", "plan": "p", "commands": [{"keystrokes": "", "duration": true}, '
+              '{"keystrokes": "ls\\n", "duration": 0.1}]}')
+    assert r.commands == [Command("", 1.0), Command("ls\n", 0.1)] and r.warnings == []
