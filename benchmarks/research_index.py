@@ -1,11 +1,12 @@
 """The research corpus: sync time, index build time (full and incremental), query latency p50/p95, size on disk.
 
-    python benchmarks/research_index.py [--corpus research/corpus.toml] [--fresh] [-n 5]
+    python benchmarks/research_index.py [--corpus research/corpus.toml] [--fresh] [-n 5] [--quick]
 
 Sync fetches the corpus into the research cache (``--fresh``: into a temporary cache, so the download is timed
 too; otherwise sources already in the cache are reused). The index is then built from nothing into a temporary
 file (full build), updated again with nothing changed (incremental: every file hashed, none re-split), and
 queried ``-n`` times per query. Prints the figures and the ratios full/incremental and index/corpus size.
+``--quick`` (CI) indexes three folders of this repository as local sources instead: no network, a few seconds.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from _support import quick_flag
 
 from research.api import Research, ResearchSettings
 from research.chunk import indexable
@@ -49,10 +52,17 @@ def main() -> None:
     ap.add_argument("--corpus", default="", help="corpus file (default: the shipped one)")
     ap.add_argument("--fresh", action="store_true", help="sync into an empty temporary cache (times downloads)")
     ap.add_argument("-n", type=int, default=5, help="repetitions per query")
+    quick_flag(ap)
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="rise-research-bench-") as tmp:
-        root = Path(tmp) / "cache" if args.fresh else None
+        root = Path(tmp) / "cache" if args.fresh or args.quick else None
+        if args.quick:
+            args.n = 1
+            args.corpus = str(Path(tmp) / "quick.toml")
+            Path(args.corpus).write_text("version = 1\n" + "".join(
+                f'[[sources]]\nkind = "local"\nname = "{d.replace("_", "-")}"\npath = "{ROOT / d}"\n'
+                for d in ("harness_seed", "research", "handbook")))
         r = Research(ResearchSettings(corpus=args.corpus), root=root)
         t0 = time.perf_counter()
         pairs = r.trees(log=lambda m: print("  " + m))
@@ -79,7 +89,8 @@ def main() -> None:
     p50 = statistics.median(lat)
     p95 = lat[min(len(lat) - 1, round(0.95 * (len(lat) - 1)))]
     print(f"sources: {len(pairs)} ({', '.join(t.name + '@' + t.version[:12] for _, t in pairs)})")
-    print(f"sync (fetch{' + download' if args.fresh else ', cache reused'}): {fetch_s:.1f} s")
+    how = "local folders" if args.quick else "fetch + download" if args.fresh else "fetch, cache reused"
+    print(f"sync ({how}): {fetch_s:.1f} s")
     print(f"corpus: {full.files_seen} indexable files, {corpus_bytes / 1e6:.1f} MB, {units} units")
     print(f"full build: {full.seconds:.1f} s ({units / full.seconds:.0f} units/s)")
     print(f"incremental rebuild, nothing changed: {incr.seconds:.2f} s, {incr.files_indexed} files re-split "
