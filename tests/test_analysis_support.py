@@ -148,14 +148,15 @@ def finding_answer(success: str, failure: str, episode: int = 0, *, step: int | 
     }
 
 
-def make_experiment(tmp_path: Path, grid: dict[str, str], name: str = "exp"):
+def make_experiment(tmp_path: Path, grid: dict[str, str], name: str = "exp",
+                    base_url: str = "http://127.0.0.1:9/v1"):
     """An experiment (real store: git harness repo tagged v0) whose v0 reference corpus is crafted from ``grid``
     (task -> p/f/i per rep). Passed runs check their work; failed ones claim at once."""
     from evolve.experiment import ExperimentConfig, TaskSplit
     from evolve.store import init_experiment
     from trials.endpoints.spec import EndpointSpec
 
-    cfg = ExperimentConfig(name=name, endpoint=EndpointSpec(base_url="http://127.0.0.1:9/v1", model="m"),
+    cfg = ExperimentConfig(name=name, endpoint=EndpointSpec(base_url=base_url, model="m"),
                            tasks=TaskSplit(dir="data/starter"), r=max(len(c) for c in grid.values()))
     exp = init_experiment(name, cfg, runs_dir=tmp_path)
     ref = exp.root / "versions" / "v0" / "reference"
