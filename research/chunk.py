@@ -44,11 +44,11 @@ def split_lines(text: str) -> list[str]:
 
 
 def decode(data: bytes) -> str | None:
-    """UTF-8 text, or None for binary content."""
+    """UTF-8 text (a leading byte-order mark dropped, as Python's own reader does), or None for binary content."""
     if b"\0" in data[:8192]:
         return None
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError:
         return None
 

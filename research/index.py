@@ -22,7 +22,7 @@ from .sources import DistSource, GitSource, LocalSource, ResearchError
 
 AnySource = GitSource | DistSource | LocalSource
 
-SCHEMA = 2
+SCHEMA = 3  # bump when splitting or hashing changes: old rows would no longer verify
 # column weights for bm25(): name (qualified name, section title), path, body, source (not indexed)
 _WEIGHTS = "4.0, 2.0, 1.0, 0.0"
 _CANDIDATES = 2000  # best BM25 matches re-scored by coordination

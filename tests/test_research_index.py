@@ -142,3 +142,10 @@ def test_include_prefixes_limit_what_is_indexed(tmp_path: Path) -> None:
     stats = index.update([(source, DirTree("toy", str(src), "v", src, "local"))], log=lambda m: None)
     assert stats.files_seen == 1 and [h.path for h in index.search("verify completion")] == ["agent/loop.py"]
     index.close()
+
+
+def test_a_byte_order_mark_does_not_hide_python_units() -> None:
+    from research.chunk import decode
+
+    units = split_file("bom.py", decode(b"\xef\xbb\xbfdef f():\n    pass\n") or "")
+    assert [(u.kind, u.name, u.start) for u in units] == [("function", "f", 1)]
