@@ -146,7 +146,7 @@ class Finding(BaseModel):
 
 class GroupDraft(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    name: str = Field(min_length=2)
+    name: str = Field(min_length=1)
     wish: str = Field(min_length=3, description="the common wish of its members")
     members: list[str] = Field(min_length=1, description="finding ids")
 
