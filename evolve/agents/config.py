@@ -68,13 +68,18 @@ class AgentsConfig(BaseModel):
             raise ValueError(_problems(exc, f"agents.roles.{role.name}.limits")) from None
         return role.model_copy(update={"limits": limits})
 
+    def endpoint_for(self, role_name: str, default: EndpointSpec | None = None) -> EndpointSpec | None:
+        """The OpenAI-compatible endpoint of a role: its override, then ``[agents.endpoint]``, then ``default``."""
+        override = self.roles.get(role_name)
+        return (override.endpoint if override else None) or self.endpoint or default
+
     def backend_for(self, role_name: str, default_endpoint: EndpointSpec | None = None):
         """The backend a role runs on, built from this config (the role's override first)."""
         from evolve.agents.backends import make_backend
 
         override = self.roles.get(role_name) or RoleOverride()
         kind = override.backend or self.backend
-        endpoint = override.endpoint or self.endpoint or default_endpoint
+        endpoint = self.endpoint_for(role_name, default_endpoint)
         if kind == "claude":
             return make_backend("claude", None, settings=self.claude)
         if kind == "replay":

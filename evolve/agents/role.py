@@ -94,8 +94,15 @@ def register_role(role: Role) -> Role:
 
 
 def _load_builtin_roles() -> None:
-    # Roles live in modules that register themselves on import; this list is where new ones are found.
-    from evolve.agents.roles import explorer  # noqa: F401
+    """Import every module of :mod:`evolve.agents.roles` (each registers its roles, and imports the modules of
+    any tools they add). A role elsewhere is known once its module is imported."""
+    import importlib
+    import pkgutil
+
+    from evolve.agents import roles
+
+    for info in pkgutil.iter_modules(roles.__path__):
+        importlib.import_module(f"{roles.__name__}.{info.name}")
 
 
 def get_role(name: str) -> Role:

@@ -1,1 +1,2 @@
-"""Roles that ship with the runtime. Other issues add theirs in their own modules with ``register_role``."""
+"""Roles. Every module here is imported by ``get_role``/``list_roles`` and registers its roles with
+``register_role`` (a role module also imports the modules of the tools it adds, so they are registered too)."""
