@@ -104,7 +104,8 @@ class Index:
             pass
         if row is not None and row[0] != str(SCHEMA):  # an older layout: start over, it is only a cache
             self.db.close()
-            path.unlink()
+            for stale in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+                stale.unlink(missing_ok=True)
             self.db = sqlite3.connect(path)
             row = None
         if row is None:

@@ -149,3 +149,17 @@ def test_a_byte_order_mark_does_not_hide_python_units() -> None:
 
     units = split_file("bom.py", decode(b"\xef\xbb\xbfdef f():\n    pass\n") or "")
     assert [(u.kind, u.name, u.start) for u in units] == [("function", "f", 1)]
+
+
+def test_an_index_of_another_schema_is_rebuilt(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.py").write_text("def verify_completion():\n    pass\n")
+    index = Index(tmp_path / "i.sqlite")
+    index.update([_tree(src)], log=lambda m: None)
+    index.db.execute("UPDATE meta SET value='0' WHERE key='schema'")
+    index.db.commit()
+    index.close()
+    again = Index(tmp_path / "i.sqlite")
+    assert again.sources() == [] and again.update([_tree(src)], log=lambda m: None).files_indexed == 1
+    again.close()
