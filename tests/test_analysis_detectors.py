@@ -207,3 +207,23 @@ def test_detectors_are_quiet_on_a_clean_run(tmp_path, name):
               "\n\nAre you sure you want to mark the task as complete?")
     t.episode([], claim=True, observation=None)
     assert hits(t.write(), name) == []
+
+
+def test_rise_trace_digest_prints_and_caches(tmp_path):
+    from typer.testing import CliRunner
+
+    from evolve.cli import app
+
+    t = CraftedTrial(tmp_path)
+    t.episode([("echo hi > /app/x.txt", 0.5)], observation=screen(PROMPT + "echo hi > /app/x.txt"))
+    folder = t.write()
+    runner = CliRunner()
+    out = runner.invoke(app, ["trace", "digest", str(folder)])
+    assert out.exit_code == 0, out.output
+    assert "demo__r1" in out.output and "keys_without_newline [dispatch.commands]" in out.output
+    assert (folder / "digest.json").is_file()
+    js = runner.invoke(app, ["trace", "digest", str(folder / "agent"), "--json", "--trajectory-only"])
+    assert js.exit_code == 0 and json.loads(js.output)["mode"] == "trajectory"
+    assert (folder / "digest-trajectory.json").is_file()
+    bad = runner.invoke(app, ["trace", "digest", str(tmp_path / "empty")])
+    assert bad.exit_code == 2 and "not a trial folder" in bad.output

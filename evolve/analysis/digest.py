@@ -31,9 +31,8 @@ class DigestError(ValueError):
 
 def trial_folder(path: str | Path) -> Path:
     """The trial folder for a trial folder or its ``agent/`` folder."""
-    path = Path(path)
-    agent = find_agent_dir(path)
-    return agent.parent if agent.name == "agent" and agent != path else path
+    agent = find_agent_dir(Path(path))
+    return agent.parent if agent.name == "agent" else Path(path)
 
 
 def source_stamp(folder: Path) -> str:
