@@ -13,7 +13,15 @@ from validate.evaluate import kill_point, screen
 
 from .candidates import COMMIT_MARK, boundaries_added
 from .ledger import CheckResult, Screening
-from .round_model import CandidateInput, CandidateReport, ControllerError, LedgerBook, Stop, why
+from .round_model import (
+    CandidateInput,
+    CandidateReport,
+    ControllerError,
+    LedgerBook,
+    Stop,
+    charged_cells,
+    why,
+)
 
 
 @dataclass
@@ -93,7 +101,7 @@ class CheckStages:
 
     # -- stage 3: screening ---------------------------------------------------------------------------------
     async def run_screening(self, round_no: int, cand: CandidateInput, commit: str, wt: Path,
-                            incumbent: str) -> None:
+                            incumbent: str, baseline: dict | None = None) -> None:
         key = f"{commit}:screening"
         ev = self.led.find("screening", key=key)
         if not ev:
@@ -107,7 +115,16 @@ class CheckStages:
             res = await screen(self.plan("screening", wt, tasks, 1, job), book, boundaries,
                                env_factory=self.env_factory, progress=self.progress)
             details = res.details()
-            if res.inconclusive:
+            charged = charged_cells(self.led, commit, "screening", res.outcome.results, baseline or {},
+                                    self.infra_limit) if res.inconclusive else {}
+            if charged and all(not r.is_infra or key in charged for key, r in res.outcome.results.items()):
+                # the candidate keeps breaking its own sandbox where the incumbent runs: its failure, not ⊥
+                details["inconclusive"] = False
+                details["reason"] = ("the candidate's trials stayed ⊥ where the incumbent's are healthy ("
+                                     + ", ".join(f"{t}#{k}: {n} attempts" for (t, k), n in sorted(charged.items()))
+                                     + ")")
+                details["charged_to_candidate"] = sorted(f"{t}#{k}" for t, k in charged)
+            elif res.inconclusive:
                 raise Stop("blocked", f"screening inconclusive: {details['reason']} and ⊥ trials "
                             f"({details['trials']}); rerun with --resume")
             ev = [self.led.append(Screening(key=key, commit=commit, passed=res.passed,

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from trials.agents import harness_agent
+from trials.job import load_job
 from trials.metrics import compare
 from trials.runner import EnvFactory
 from validate.adoption import decide
@@ -55,6 +56,7 @@ from validate.evaluate import (
     Purpose,
     grid_of_job,
     kill_point,
+    outcome_of,
     run_grid,
     stop_when_decided,
 )
@@ -72,6 +74,8 @@ from .round_model import (
     Proposal,
     RoundReport,
     Stop,
+    charge,
+    charged_cells,
     missing_cells,
     with_regressions,
 )
@@ -85,11 +89,13 @@ class Controller(CandidateCreation, CheckStages):
     """One experiment's round machinery; its stages live in the mixins and the methods below."""
 
     def __init__(self, exp: Experiment, *, checks: Checks | None = None, repair: Any = None, max_repairs: int = 2,
-                 env_factory: EnvFactory | None = None, progress: bool = False, infra_retries: int = 1):
+                 env_factory: EnvFactory | None = None, progress: bool = False, infra_retries: int = 1,
+                 infra_limit: int = 3):
         self.exp, self.cfg, self.led = exp, exp.config, exp.ledger
         self.checks = checks or Checks.default()
         self.repair, self.max_repairs = repair, max_repairs if repair else 0
         self.env_factory, self.progress, self.infra_retries = env_factory, progress, infra_retries
+        self.infra_limit = infra_limit  # ⊥ attempts of one candidate cell before it counts as the candidate's failure
         self._dev: list[str] | None = None
 
     # -- tasks and folders ---------------------------------------------------------------------------------
@@ -240,7 +246,7 @@ class Controller(CandidateCreation, CheckStages):
             return
         commit, wt = await self.run_checks(incumbent, commit, wt)
         rep.commit = commit
-        await self.run_screening(round_no, cand, commit, wt, incumbent)
+        await self.run_screening(round_no, cand, commit, wt, incumbent, baseline)
         out = await self.evaluate(round_no, cand.slug, commit, wt, baseline)
         d = decide(out.grid, baseline, self.dev_tasks(), self.cfg.r, self.cfg.adoption.policy,
                    self.cfg.adoption.alpha, curtail=self.cfg.adoption.sequential)
@@ -273,14 +279,21 @@ class Controller(CandidateCreation, CheckStages):
         dev, r, ad = self.dev_tasks(), self.cfg.r, self.cfg.adoption
         stop = stop_when_decided(baseline, dev, r, ad.policy, ad.alpha) if ad.sequential else None
         job = self.exp.root / "rounds" / f"r{round_no:02d}" / slug / "evaluation"
+        plan = self.plan("evaluation", wt, dev, r, job)
         if self.led.done(f"{commit}:evaluation"):  # finished before: read it back, run nothing
-            grid, metrics = grid_of_job(job)
-            results = {}
-            return GridOutcome(self.plan("evaluation", wt, dev, r, job), grid, metrics, results)
-        out = await self.grid(self.plan("evaluation", wt, dev, r, job), commit, commit, stop=stop)
+            _, results, _ = load_job(job)
+            out = outcome_of(plan, {(x.task_name, x.repetition): x for x in results})
+        else:
+            out = await self.grid(plan, commit, commit, stop=stop)
+        charged = charged_cells(self.led, commit, "evaluation", out.results, baseline, self.infra_limit)
+        if charged:  # the same cells are charged on every resume: the count comes from the ledger
+            out = outcome_of(plan, charge(out.results, charged), out.stopped_early, out.trials_run)
+        if self.led.done(f"{commit}:evaluation"):
+            return out
         if any(m.reason != "missing" for m in out.metrics.missing) or (out.metrics.missing and not out.stopped_early):
             return out  # ⊥ cells: no Evaluation event yet; the decision says why and a resume reruns them
-        self._evaluation_event(f"{commit}:evaluation", commit, out, "evaluation", curtailed=out.stopped_early)
+        self._evaluation_event(f"{commit}:evaluation", commit, out, "evaluation", curtailed=out.stopped_early,
+                               charged_to_candidate=[f"{t}#{k}" for t, k in sorted(charged)])
         kill_point("evaluation")
         return out
 

@@ -84,6 +84,36 @@ class LedgerBook:
                                   rep=result.repetition, status=result.status, trial_dir=rel))
 
 
+def charged_cells(led: Ledger, commit: str, purpose: str, results: dict[tuple[str, int], TrialResult],
+                  baseline: dict[str, list[bool | None]], limit: int) -> dict[tuple[str, int], int]:
+    """⊥ cells that count as the candidate's failure, with their ⊥ attempts: those that stayed ⊥ through ``limit``
+    attempts while the incumbent ran the same task without a ⊥ cell. A candidate that breaks its own sandbox
+    would otherwise be ⊥ forever and block its round; an infrastructure fault hits the incumbent too."""
+    out = {}
+    for (task, rep), res in results.items():
+        healthy = bool(baseline.get(task)) and all(v is not None for v in baseline[task])
+        if not res.is_infra or not healthy:
+            continue
+        attempts = sum(1 for e in led.find("trial_done", commit=commit, task=task, rep=rep, status="infra")
+                       if e.purpose == purpose)
+        if attempts >= limit:
+            out[(task, rep)] = attempts
+    return out
+
+
+def charge(results: dict[tuple[str, int], TrialResult], charged: dict[tuple[str, int], int]
+           ) -> dict[tuple[str, int], TrialResult]:
+    """``results`` with each charged ⊥ cell turned into a failure of the candidate (the evidence stays)."""
+    out = dict(results)
+    for key, attempts in charged.items():
+        res = out[key]
+        out[key] = res.model_copy(update={
+            "status": "failed", "agent_error_kind": "candidate_infra",
+            "agent_error": f"⊥ in {attempts} attempts where the incumbent is healthy: counted as the candidate's "
+                           f"failure ({res.infra_cause or 'infra'})"})
+    return out
+
+
 class Stop(Exception):
     """Ends one candidate's stages with a status (rejected, blocked) and its reason; the round goes on."""
 

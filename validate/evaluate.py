@@ -181,6 +181,12 @@ def _outcome(plan: GridPlan, config: JobConfig, results: dict[tuple[str, int], T
     return GridOutcome(plan, grid, compute_metrics(padded, config.r, reasons), results, stopped, ran)
 
 
+def outcome_of(plan: GridPlan, results: dict[tuple[str, int], TrialResult], stopped: bool = False,
+               ran: int = 0) -> GridOutcome:
+    """The outcome of ``plan``'s grid from its results by cell (e.g. after the caller regraded some)."""
+    return _outcome(plan, plan.job_config(), results, stopped, ran)
+
+
 async def run_grid(plan: GridPlan, book: TrialBook, *, stop: Callable[[Grid], bool] | None = None,
                    env_factory: EnvFactory | None = None, infra_retries: int = 1, progress: bool = False,
                    tasks: list[Any] | None = None) -> GridOutcome:
