@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import time
 from typing import Annotated
 
 import typer
@@ -22,6 +23,8 @@ from trials.endpoints.serve import (
     list_states,
     parse_lora,
     stop_server,
+    visible_gpus,
+    vllm_replicas,
 )
 
 serve_app = typer.Typer(
@@ -118,6 +121,10 @@ def serve_vllm(
     name: Name = None,
     detach: Detach = False,
     ready_timeout: ReadyTimeout = None,
+    per_gpu: Annotated[bool, typer.Option("--per-gpu", help="one replica per GPU on consecutive ports (an "
+                                          "endpoint pool for rise eval --base-url A --base-url B ...)")] = False,
+    gpus: Annotated[str | None, typer.Option("--gpus", help="with --per-gpu: these devices, e.g. 0,1 "
+                                             "(default: every visible GPU)")] = None,
 ) -> None:
     """Serve MODEL with vLLM (GPU); flags after `--` go to `vllm serve` as they are.
 
@@ -128,10 +135,61 @@ def serve_vllm(
     except ValueError as exc:
         _console().print(f"[red]{escape(str(exc))}[/red]")
         raise typer.Exit(2) from None
+    if per_gpu or gpus:
+        if name:
+            _console().print("[red]--name names one server; replicas are named vllm-PORT[/red]")
+            raise typer.Exit(2)
+        try:
+            devices = [g.strip() for g in gpus.split(",") if g.strip()] if gpus else visible_gpus()
+            servers = vllm_replicas(model, devices, port or DEFAULT_PORTS["vllm"], host=host,
+                                    served_name=served_name, max_model_len=max_model_len, seed=seed,
+                                    lora=adapters, extra=list(ctx.args), ready_timeout=ready_timeout)
+        except ServerStartError as exc:
+            _console().print(f"[red]{escape(str(exc))}[/red]")
+            raise typer.Exit(1) from None
+        _run_replicas(servers, detach)
+        return
     server = ServerProcess.vllm(model, port or DEFAULT_PORTS["vllm"], host=host, served_name=served_name,
                                 max_model_len=max_model_len, seed=seed, lora=adapters, extra=list(ctx.args),
                                 name=name, ready_timeout=ready_timeout)
     _run(server, detach)
+
+
+def _run_replicas(servers: list[ServerProcess], detach: bool) -> None:
+    """Start replicas one after the other (each healthy before the next); print the pool they form."""
+    console = _console()
+    started: list[ServerProcess] = []
+    try:
+        for server in servers:
+            spec = server.start(progress=lambda msg: console.print(f"[dim]·[/dim] {escape(msg)}"), detach=detach)
+            started.append(server)
+            console.print(dumps_spec(spec), markup=False)
+    except (ServerStartError, KeyboardInterrupt) as exc:
+        for server in [*started, *servers[len(started):len(started) + 1]]:
+            server.stop()
+        console.print(f"[red]replicas stopped:[/red] {escape(str(exc) or 'interrupted')}")
+        raise typer.Exit(1 if isinstance(exc, ServerStartError) else 130) from None
+    urls = " ".join(f"--base-url {s.base_url}" for s in started)
+    console.print(f"pool of {len(started)}: rise eval ... {urls} --model {started[0].served_model}", markup=False)
+    if detach:
+        console.print("stop them with: " + "; ".join(f"rise serve stop {s.name}" for s in started))
+        return
+
+    def on_term(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
+    try:
+        while all(s.running() for s in started):
+            time.sleep(1.0)
+    except KeyboardInterrupt:
+        console.print("stopping…")
+    dead = [s.name for s in started if not s.running()]
+    for server in started:
+        server.stop()
+    if dead:
+        console.print(f"[red]{', '.join(dead)} exited[/red]; the other replicas were stopped")
+        raise typer.Exit(1)
 
 
 @serve_app.command("stop")

@@ -166,8 +166,10 @@ class ServerProcess:
 
     def __init__(self, kind: Kind, command: list[str], *, name: str, port: int, host: str, served_model: str,
                  model: str, context_limit: int | None = None, ready_timeout: float | None = None,
-                 prepare: Callable[[Callable[[str], None]], None] | None = None):
+                 prepare: Callable[[Callable[[str], None]], None] | None = None,
+                 env: dict[str, str] | None = None):
         self.kind, self.command, self.name = kind, command, name
+        self.env = dict(env or {})  # added to this process's environment (CUDA_VISIBLE_DEVICES of a replica)
         self.port, self.host, self.served_model, self.model = port, host, served_model, model
         self.context_limit = context_limit
         self.ready_timeout = ready_timeout or READY_TIMEOUT_SEC[kind]
@@ -203,8 +205,10 @@ class ServerProcess:
     def vllm(cls, model: str, port: int = DEFAULT_PORTS["vllm"], *, host: str = "127.0.0.1",
              served_name: str | None = None, max_model_len: int | None = None, seed: int | None = None,
              lora: dict[str, str] | None = None, extra: list[str] | None = None,
-             name: str | None = None, ready_timeout: float | None = None) -> ServerProcess:
-        """``vllm serve``; constructing it needs no vLLM, starting it does."""
+             name: str | None = None, ready_timeout: float | None = None, gpu: str | None = None
+             ) -> ServerProcess:
+        """``vllm serve``; constructing it needs no vLLM, starting it does. ``gpu`` pins the server to that
+        device (``CUDA_VISIBLE_DEVICES``), one replica of an endpoint pool."""
         command = vllm_command(model, port=port, host=host, served_name=served_name, max_model_len=max_model_len,
                                seed=seed, lora=lora, extra=extra)
 
@@ -216,7 +220,8 @@ class ServerProcess:
 
         return cls("vllm", command, name=name or f"vllm-{port}", port=port, host=host,
                    served_model=served_name or model, model=model, context_limit=max_model_len,
-                   ready_timeout=ready_timeout, prepare=prepare)
+                   ready_timeout=ready_timeout, prepare=prepare,
+                   env={"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else None)
 
     # -- lifecycle ----------------------------------------------------------------------------------
 
@@ -241,7 +246,8 @@ class ServerProcess:
             # Its own session: a Ctrl-C in the terminal reaches us, not the server, and stop() signals the
             # whole group (vLLM forks engine workers).
             self.proc = subprocess.Popen(self.command, stdout=log_fh, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True)
+                                         stdin=subprocess.DEVNULL, start_new_session=True,
+                                         env={**os.environ, **self.env} if self.env else None)
         self.pid = self.proc.pid
         try:
             self._wait_ready(progress)
@@ -333,6 +339,27 @@ class ServerProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def visible_gpus() -> list[str]:
+    """The GPUs this node can give replicas: ``CUDA_VISIBLE_DEVICES`` when set, else ``nvidia-smi``'s list."""
+    if (listed := os.environ.get("CUDA_VISIBLE_DEVICES")) is not None:
+        return [g.strip() for g in listed.split(",") if g.strip()]
+    if shutil.which("nvidia-smi") is None:
+        return []
+    out = subprocess.run(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"], capture_output=True,
+                         text=True, timeout=30, check=False)
+    return [line.strip() for line in out.stdout.splitlines() if line.strip()] if out.returncode == 0 else []
+
+
+def vllm_replicas(model: str, gpus: list[str], first_port: int = DEFAULT_PORTS["vllm"], **kw: object
+                  ) -> list[ServerProcess]:
+    """One ``vllm serve`` per GPU on consecutive ports (``vllm-<port>``): the replicas of an endpoint pool
+    (``rise eval --base-url A --base-url B ...`` or ``[executor] replicas``)."""
+    if not gpus:
+        raise ServerStartError("no GPU found for one replica per GPU (CUDA_VISIBLE_DEVICES is empty and "
+                               "nvidia-smi lists none)", cause="model_server")
+    return [ServerProcess.vllm(model, first_port + i, gpu=gpu, **kw) for i, gpu in enumerate(gpus)]  # type: ignore[arg-type]
 
 
 def _reap(pid: int) -> None:
