@@ -128,7 +128,7 @@ class Controller(CandidateCreation, CheckStages):
     def plan(self, purpose: Purpose, harness: Path, tasks: list[str], r: int, job_dir: Path) -> GridPlan:
         return GridPlan(purpose=purpose, agent=harness_agent(harness), tasks_dir=self.tasks_dir, task_names=tasks,
                         r=r, job_dir=job_dir, endpoint=self.cfg.endpoint, env_kind=self.cfg.env,
-                        concurrency=self.cfg.concurrency)
+                        concurrency=self.cfg.concurrency, executor=self.cfg.executor)
 
     async def grid(self, plan: GridPlan, commit: str, prefix: str, *, stop: Any = None) -> GridOutcome:
         check_budget(self.exp)
