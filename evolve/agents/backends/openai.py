@@ -56,11 +56,10 @@ class OpenAIBackend:
         self.max_retries = max_retries
         self.http_client = http_client
 
-    def _model(self) -> OpenAIChatModel:
-        client = AsyncOpenAI(base_url=self.endpoint.base_url, api_key=self.endpoint.api_key() or "EMPTY",
+    def _client(self) -> AsyncOpenAI:
+        return AsyncOpenAI(base_url=self.endpoint.base_url, api_key=self.endpoint.api_key() or "EMPTY",
                              max_retries=self.max_retries, timeout=self.endpoint.timeout_sec,
                              **({"http_client": self.http_client} if self.http_client is not None else {}))
-        return OpenAIChatModel(self.endpoint.model, provider=OpenAIProvider(openai_client=client))
 
     def _request_settings(self, job: BackendJob) -> dict[str, Any]:
         max_tokens = job.role.limits.max_output_tokens
@@ -70,9 +69,17 @@ class OpenAIBackend:
         return {**settings, "max_tokens": max_tokens, **job.settings}
 
     async def run(self, job: BackendJob) -> BackendReply:
+        client = self._client()
+        try:
+            return await self._run(job, OpenAIChatModel(self.endpoint.model,
+                                                        provider=OpenAIProvider(openai_client=client)))
+        finally:
+            await client.close()  # its connections belong to this event loop
+
+    async def _run(self, job: BackendJob, model: OpenAIChatModel) -> BackendReply:
         role, limits = job.role, job.role.limits
         agent: Agent[None, Any] = Agent(
-            self._model(), output_type=_output_spec(job), instructions=job.system,
+            model, output_type=_output_spec(job), instructions=job.system,
             tools=[_as_tool(spec, job) for spec in job.tools],
             retries={"tools": limits.corrective_turns, "output": limits.corrective_turns})
 
