@@ -324,6 +324,7 @@ class JsonLinesSink:
         self.forwarders: list[OtlpHttpForwarder] = []
         self.spans_written = 0
         self.write_errors = 0
+        self.spans_lost = 0  # spans a failed write (or a writer that did not finish in time) never put on disk
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         if mode == "thread":
@@ -350,6 +351,7 @@ class JsonLinesSink:
             self.spans_written += len(spans)
         except Exception as exc:  # noqa: BLE001 - a full disk must not crash the harness
             self.write_errors += 1
+            self.spans_lost += len(spans)
             if self.write_errors <= 3:
                 log.warning("monitor: could not write spans to %s: %s", self.path, exc)
             return
@@ -397,6 +399,8 @@ class JsonLinesSink:
         if self._thread is not None and self._thread.is_alive():
             self._queue.put(None)
             self._thread.join(timeout)
+            if self._thread.is_alive():  # what is still queued will not reach the file
+                self.spans_lost += self._queue.qsize()
         for f in self.forwarders:
             f.shutdown()
         if self._fd >= 0:

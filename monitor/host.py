@@ -24,7 +24,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from trials.harness_api import TRIAL_ID, TrialSpec
+from trials.harness_api import TRIAL_ID, TrialSpec, write_json_atomic
+from trials.results import MONITOR_STATS_FILE
 
 from .config import RecordingConfigError, load_for_harness
 from .export import JsonLinesSink, OtlpHttpForwarder, otlp_http_configured
@@ -97,13 +98,24 @@ class Monitor:
         })
         return targets
 
+    def lost_spans(self) -> dict[str, int]:
+        """Spans lost so far, by cause: failed writes of spans.jsonl, spans a collector did not take, and
+        recording errors inside the instrumentation (each one a span missing or incomplete)."""
+        return {"write": self.sink.spans_lost,
+                "forward": sum(f.failed for f in self.sink.forwarders),
+                "instrumentation": self.instrumentation.internal_errors}
+
     def close(self, exit_code: int | None = None, error: BaseException | None = None) -> None:
         if self._closed:
             return
         self._closed = True
         try:
             if self._root is not None:
-                extra = {"rise.exit_code": exit_code} if exit_code is not None else None
+                self.sink.flush()  # so the write count includes every span that ended before the root
+                lost = self.lost_spans()
+                extra: dict[str, Any] = {f"rise.spans_lost.{k}": v for k, v in lost.items()}
+                if exit_code is not None:
+                    extra["rise.exit_code"] = exit_code
                 info = None
                 if error is not None:
                     info = (type(error).__qualname__, self.redactor.redact(str(error))[:2000], "")
@@ -111,6 +123,19 @@ class Monitor:
             self.tracer.shutdown()
         finally:
             self.sink.shutdown()
+            self._write_stats()
+
+    def _write_stats(self) -> None:
+        """The final lost-span counts (forwarders have finished now) for the runner's result.json."""
+        lost = self.lost_spans()
+        if any(lost.values()):
+            log.warning("monitor: %s span(s) lost (%s); the trace of %s is incomplete", sum(lost.values()),
+                        ", ".join(f"{k} {v}" for k, v in lost.items() if v), self.spec.trial_id)
+        try:
+            write_json_atomic(Path(self.spec.agent_dir) / MONITOR_STATS_FILE,
+                              {"lost_spans": lost, "spans_written": self.sink.spans_written})
+        except OSError as exc:  # the runner then finds no stats file and says so
+            log.warning("monitor: could not write %s: %s", MONITOR_STATS_FILE, exc)
 
 
 def _load_main(package: str):

@@ -28,6 +28,22 @@ TrialStatus = Literal["passed", "failed", "infra"]
 FailureClass = Literal["task_failure", "agent_error", "agent_timeout", "verifier_timeout", "verifier_error"]
 
 
+MONITOR_STATS_FILE = "monitor_stats.json"  # written by monitor.host beside spans.jsonl when the harness ends
+
+
+def read_lost_spans(agent_dir: str | os.PathLike, monitored: bool = True) -> dict[str, int]:
+    """The monitor's lost-span counts of one trial (empty for an agent no monitor ran); a stats file that is
+    missing (a monitor killed before it could write it) or unreadable is itself reported, never taken for zero."""
+    path = Path(agent_dir) / MONITOR_STATS_FILE
+    if not path.is_file():
+        return {"stats_missing": 1} if monitored else {}
+    try:
+        data = json.loads(path.read_text())
+        return {str(k): int(v) for k, v in data["lost_spans"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {"stats_unreadable": 1}
+
+
 class FormatError(RiseError):
     """A results file cannot be read; names the file and what is wrong."""
 
@@ -101,6 +117,8 @@ class TrialResult(BaseModel):
     started_at: str | None = None
     finished_at: str | None = None
     notes: list[str] = Field(default_factory=list)
+    lost_spans: dict[str, int] = Field(default_factory=dict, description="spans the monitor lost, by cause "
+                                       "(write, forward, instrumentation); read from the agent's monitor_stats.json")
 
     @property
     def is_infra(self) -> bool:

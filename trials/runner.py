@@ -33,7 +33,7 @@ from .endpoints.spec import EndpointSpec
 from .environments.base import Environment
 from .errors import InfraError, TaskError
 from .harness_api import AgentOutcome, TrialSpec, write_json_atomic
-from .results import TrialResult
+from .results import TrialResult, read_lost_spans
 
 log = logging.getLogger(__name__)
 
@@ -251,6 +251,10 @@ async def _agent_phase(res: TrialResult, task: Any, agent: AgentSpec, endpoint: 
     res.durations.agent = seconds
     res.agent_exit_code, res.agent_timed_out = rc, timed_out
     outcome, problem = _read_outcome(agent_dir)
+    res.lost_spans = read_lost_spans(agent_dir, monitored="monitor.host" in agent.argv)
+    if any(res.lost_spans.values()):  # the trace is incomplete: say so wherever the result is read
+        res.notes.append(f"monitor lost spans: {res.lost_spans}")
+        log.warning("%s: the monitor lost spans %s", trial_dir.name, res.lost_spans)
     if outcome is None:
         res.agent_status, res.agent_error = "missing", problem
         return
