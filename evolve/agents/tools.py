@@ -56,10 +56,12 @@ def confine(workspace: Path, path: str | Path, *, must_exist: bool = True) -> Pa
     root = workspace.resolve()
     raw = Path(str(path)) if str(path).strip() else Path(".")
     target = (raw if raw.is_absolute() else root / raw).resolve()  # resolves links, even in missing parents
+    # messages name the path as given, never the workspace's place on disk: prompts and recordings stay the
+    # same wherever the workspace is
     if target != root and root not in target.parents:
-        raise ToolRefused(f"path {str(path)!r} resolves to {target}, outside the workspace {root}; refused")
+        raise ToolRefused(f"path {str(path)!r} leads outside the workspace (links resolved); refused")
     if must_exist and not target.exists():
-        raise ToolError(f"no such file or folder: {str(path)!r} (workspace {root})")
+        raise ToolError(f"no such file or folder: {str(path)!r}")
     return target
 
 
