@@ -117,6 +117,23 @@ def test_rise_eval_executor_ray_flag(cluster, tmp_path):
     assert {_ran_on(tmp_path / "job" / t["trial_name"], names) for t in data["trials"]} <= {"a", "b"}
 
 
+def test_round_grid_runs_on_the_executor_of_its_plan(cluster, tmp_path):
+    """validate.evaluate.run_grid (every grid of a round) takes the executor from GridPlan.executor, which the
+    controller fills from experiment.toml's [executor]; every finished trial is booked once. Shared delivery:
+    the workers write under the job folder itself (this machine's filesystem is shared by every node)."""
+    from validate.evaluate import GridPlan, MemoryBook, run_grid
+
+    plan = GridPlan(purpose="evaluation", agent=oracle_agent(), tasks_dir=STARTER, task_names=["hello-file"], r=2,
+                    job_dir=tmp_path / "grid", endpoint=None,
+                    executor=ExecutorConfig(kind="ray", address=cluster.address, delivery="shared"))
+    book = MemoryBook()
+    outcome = asyncio.run(run_grid(plan, book))
+    assert outcome.complete and sorted(book.booked) == [("hello-file", 1, "passed"), ("hello-file", 2, "passed")]
+    names = _node_names()
+    assert {_ran_on(d, names) for d in outcome.trial_dirs()} <= {"a", "b"}
+    assert sorted(p.name for p in (tmp_path / "grid").iterdir() if p.is_dir()) == ["hello-file__r1", "hello-file__r2"]
+
+
 class Gatekeeper(threading.Thread):
     """Opens the gate of every trial running on the surviving node; kills node ``victim`` once one of its
     trials is inside its agent phase (its agent.pid exists, so solve.sh is waiting at the gate)."""

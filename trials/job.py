@@ -274,6 +274,7 @@ async def run_job(config: JobConfig, job_dir: Path, resume: bool = False, force_
             shown.finished_trial(trial_name(t, k), _outcome(res), tally.text(), tally.plain())
 
         async with opened(runner):
+            await runner.reap(config.env_kind, config.job_id)
             with shown.shown(tally.text()):
                 async with asyncio.TaskGroup() as group:
                     for t, k in todo:

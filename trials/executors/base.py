@@ -64,6 +64,11 @@ class Executor(ABC):
     async def run(self, call: TrialCall) -> TrialResult:
         """Run one attempt; its result is in ``call.trial_dir`` when this returns."""
 
+    async def reap(self, env_kind: str, job_id: str) -> int:
+        """Remove sandboxes a crashed run of ``job_id`` left on the machines this executor uses besides this
+        one (the runner reaps this machine itself); how many."""
+        return 0
+
     def rerun_cause(self, result: TrialResult) -> bool:
         """Whether ⊥ ``result`` is a loss of this executor's infrastructure that deserves one more attempt."""
         return False

@@ -82,19 +82,30 @@ class LocalRayCluster:
             raise RuntimeError(f"ray start of node {node} failed (exit {proc.returncode}); see {log}:\n"
                                + log.read_text()[-2000:])
 
+    def _start_node(self, node: str, args: list[str], tries: int = 3) -> None:
+        """``ray start`` one node; a node that timed out (Ray waits 30 s for a raylet to register, which a
+        loaded machine can miss) is killed and started again."""
+        for attempt in range(1, tries + 1):
+            try:
+                self._wait(node, self._ray_start(node, args))
+                return
+            except RuntimeError:
+                self.kill_node(node, timeout=10.0)
+                if attempt == tries:
+                    raise
+
     def start(self) -> Self:
-        """Start the head, then every worker node at once; returns when all have joined."""
+        """Start the head, then each worker node (one at a time: parallel starts overload a small machine)."""
         self.root.mkdir(parents=True, exist_ok=True)
-        self._wait("head", self._ray_start("head", [
-            "--head", "--port", str(self.port), "--num-cpus", "0", "--include-dashboard=false",
-            "--temp-dir", str(self.temp_dir), "--system-config", json.dumps(HEAD_SYSTEM_CONFIG)]))
-        started = {}
+        self._start_node("head", ["--head", "--port", str(self.port), "--num-cpus", "0", "--include-dashboard=false",
+                                  "--temp-dir", str(self.temp_dir), "--system-config",
+                                  json.dumps(HEAD_SYSTEM_CONFIG)])
         for name, resources in self.nodes.items():
             self.scratch(name).mkdir(parents=True, exist_ok=True)
-            started[name] = self._ray_start(name, ["--address", self.address, "--num-cpus", "1",
-                                                   "--resources", json.dumps(resources)])
-        for name, proc in started.items():
-            self._wait(name, proc)
+            # CPUs = slots: Ray keeps that many idle workers warm (trial tasks themselves ask for no CPU)
+            cpus = str(max(1, int(resources.get("rise_trial", 1))))
+            self._start_node(name, ["--address", self.address, "--num-cpus", cpus,
+                                    "--resources", json.dumps(resources)])
         return self
 
     def kill_node(self, node: str, timeout: float = 30.0) -> list[int]:

@@ -59,6 +59,17 @@ def _ray_trial(spec: dict[str, Any], task_ship: Any, harness_ship: Any, env_fact
     return run_on_worker(spec, task_ship, harness_ship, env_factory, ray.get_runtime_context().get_node_id())
 
 
+def _reap_here(env_kind: str, job_id: str) -> int:
+    """Ray task body: reap this node's leftover sandboxes of ``job_id`` (none when the part is absent)."""
+    from ..environments.factory import reap_leftovers
+
+    try:
+        return reap_leftovers(env_kind, job_id)
+    except Exception as exc:  # noqa: BLE001 - e.g. no docker engine on this node: nothing to reap
+        log.debug("reaping %s sandboxes of %s failed: %s", env_kind, job_id, exc)
+        return 0
+
+
 def slots_offered(nodes: list[dict[str, Any]], need: dict[str, float]) -> int:
     """How many trials needing ``need`` the alive ``nodes`` (``ray.nodes()`` rows) can hold at once."""
     total = 0
@@ -122,6 +133,24 @@ class RayExecutor(Executor):
         finally:
             self._inflight -= 1
 
+    async def reap(self, env_kind: str, job_id: str) -> int:
+        """Run the sandbox reaper once on every alive node that offers trial slots (a driver killed earlier
+        leaves Docker containers on the nodes; local sandboxes die with their Ray worker)."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        reaper = self._ray.remote(_reap_here)
+        refs = [reaper.options(num_cpus=0, max_retries=0, scheduling_strategy=NodeAffinitySchedulingStrategy(
+            node["NodeID"], soft=False)).remote(env_kind, job_id)
+            for node in self._ray.nodes() if slots_offered([node], self.config.resources)]
+        try:
+            counts = await asyncio.wait_for(asyncio.gather(*(asyncio.wrap_future(r.future()) for r in refs)), 120)
+        except (TimeoutError, self._ray.exceptions.RayError) as exc:
+            log.warning("reaping leftover sandboxes on the Ray nodes failed: %s", exc)
+            return 0
+        if sum(counts):
+            log.warning("reaped %d leftover %s sandbox(es) of job %s on Ray nodes", sum(counts), env_kind, job_id)
+        return sum(counts)
+
     def _ship(self, folder: str | Path) -> Any:
         key = str(Path(folder).resolve())
         if key not in self._shipped:
@@ -162,10 +191,12 @@ class RayExecutor(Executor):
         except ray.exceptions.RayError as exc:  # node died, worker crashed, raylet gone, object lost
             log.warning("trial %s lost with its Ray node or worker: %s", trial_dir.name, type(exc).__name__)
             return self._infra(call, trial_dir, LOST_CAUSE, f"{type(exc).__name__}: {str(exc)[:400]}")
+        # unpacking a big trial folder must not stall the other trials' coroutines
         if "tar" in out:
-            deliver_tar(out["tar"], trial_dir.name, out["worker_dir"], trial_dir, uuid.uuid4().hex)
+            await asyncio.to_thread(deliver_tar, out["tar"], trial_dir.name, out["worker_dir"], trial_dir,
+                                    uuid.uuid4().hex)
         else:
-            deliver_dir(Path(out["worker_dir"]), out["worker_dir"], trial_dir)
+            await asyncio.to_thread(deliver_dir, Path(out["worker_dir"]), out["worker_dir"], trial_dir)
             try:
                 Path(out["worker_dir"]).parent.rmdir()  # the per-attempt folder around it, now empty
             except OSError:
