@@ -19,7 +19,6 @@ import math
 import os
 import queue
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
@@ -326,6 +325,7 @@ class JsonLinesSink:
         self.write_errors = 0
         self.spans_lost = 0  # spans a failed write (or a writer that did not finish in time) never put on disk
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._urgent = threading.Event()  # set by flush/shutdown: stop lingering, write now
         self._thread: threading.Thread | None = None
         if mode == "thread":
             self._thread = threading.Thread(target=self._run, name="rise-spans-writer", daemon=True)
@@ -362,8 +362,9 @@ class JsonLinesSink:
     def _run(self) -> None:
         while True:
             item = self._queue.get()
-            if self.linger_sec and isinstance(item, SpanData):
-                time.sleep(self.linger_sec)  # let the rest of the burst end; the harness runs meanwhile
+            if self.linger_sec and isinstance(item, SpanData) and self._queue.empty():
+                self._urgent.wait(self.linger_sec)  # let the rest of the burst end; the harness runs meanwhile
+                self._urgent.clear()  # a flush that set it put its marker first: drained below
             batch: list[SpanData] = []
             stop = False
             flushes: list[_Flush] = []
@@ -393,11 +394,13 @@ class JsonLinesSink:
             return True
         marker = _Flush()
         self._queue.put(marker)
+        self._urgent.set()
         return marker.event.wait(timeout)
 
     def shutdown(self, timeout: float = 10.0) -> None:
         if self._thread is not None and self._thread.is_alive():
             self._queue.put(None)
+            self._urgent.set()
             self._thread.join(timeout)
             if self._thread.is_alive():  # what is still queued will not reach the file
                 self.spans_lost += self._queue.qsize()

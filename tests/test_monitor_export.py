@@ -148,3 +148,41 @@ def test_thread_sink_redacts_captures_and_flushes(tmp_path):
     assert item.attributes["rise.return"] == "short"
     sink.shutdown()
     assert key not in (tmp_path / "spans.jsonl").read_text()
+
+
+def test_lingering_writer_keeps_every_span_and_flush_does_not_wait_for_the_linger(tmp_path):
+    from monitor.export import Captured
+    from monitor.redact import Redactor
+
+    key = "sk-lingerSINKkey0123456789abc"
+    # A linger far longer than the flush timeout: flush() and shutdown() must cut it short, or they fail.
+    sink = JsonLinesSink(tmp_path / "spans.jsonl", RESOURCE, redact=Redactor({"X_KEY": key}).redact,
+                         linger_sec=60.0)
+    spans = [SpanData(1, 10 + i, None, f"s{i}", i, i + 1,
+                      {"rise.args": {"a": Captured(f"a{i} {key}", 100, None), "b": Captured("b" * 30, 10, 30)},
+                       "rise.return": Captured(f"r{i}", 100, 2)}) for i in range(5)]
+    for s in spans:
+        sink.submit(s)
+    assert sink.flush(timeout=5)
+    items = [s for _, s in read_jsonl(tmp_path / "spans.jsonl")[0]]
+    assert [s.name for s in items] == [f"s{i}" for i in range(5)]
+    assert json.loads(items[3].attributes["rise.args"]) == {"a": "a3 [REDACTED]", "b": "bbbbbbbbbb…[30 chars]"}
+    assert items[3].attributes["rise.return"] == "r3"
+    sink.submit(SpanData(1, 99, None, "last", 1, 2, {}))
+    sink.shutdown(timeout=5)
+    assert not sink._thread.is_alive() and sink.spans_written == 6
+    assert key not in (tmp_path / "spans.jsonl").read_text()
+
+
+def test_static_attributes_encode_like_the_rest():
+    from monitor.export import encode_span
+
+    static = {"code.function.name": "pkg.mod.f", "code.line.number": 7, "rise.boundary": "mod:f"}
+    dynamic = {"rise.episode": 2, "rise.return": "ok"}
+    plain = SpanData(1, 2, None, "mod:f", 1, 2, {**static, **dynamic})
+    for _ in range(2):  # the second time from the per-site cache
+        cached = SpanData(1, 2, None, "mod:f", 1, 2, {**static, **dynamic}, static=static)
+        assert encode_span(cached) == encode_span(plain)
+    only_static = SpanData(1, 2, None, "mod:f", 1, 2, dict(static), static=static)
+    assert json.loads(encode_span(only_static))["attributes"] == json.loads(
+        encode_span(SpanData(1, 2, None, "mod:f", 1, 2, dict(static))))["attributes"]

@@ -67,3 +67,20 @@ def test_key_value_forms_and_no_false_positives():
 def test_a_secret_cut_at_the_end_of_a_capture_is_not_shown():
     r = Redactor({"MY_TOKEN": "tok-abcdefghijklmnopqrstuvwxyz"})
     assert r.redact("header tok-abcdefghij") == "header [REDACTED]"
+
+
+def test_redact_many_equals_redacting_each_text():
+    r = Redactor({"MY_TOKEN": "tok-abcdefghijklmnopqrstuvwxyz", "OPENAI_API_KEY": KEY}, patterns=[r"corp-\d{4}"])
+    texts = [f"key {KEY} here", "plain text, nothing", "header tok-abcdefghij",  # a value cut at the end
+             "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.abc", "api_key=hunter2hunter2", "corp-1234 x",
+             "short", "", "tok-abcdefghijklmnopqrstuvwxyz at the start"]
+    assert r.redact_many(texts) == [r.redact(t) for t in texts]
+    for t in r.redact_many(texts):
+        assert r.leaks(t) == []
+
+
+def test_redact_many_falls_back_when_a_text_holds_the_separator_or_a_match_would_cross_texts():
+    r = Redactor({}, patterns=[r"(?s)BEGIN.*?END"])
+    texts = ["a BEGIN secret", "more END b", "with \n\x00\n inside api_key=zzzzzzzzzz"]
+    assert r.redact_many(texts) == [r.redact(t) for t in texts]
+    assert r.redact_many(texts[:2]) == ["a BEGIN secret", "more END b"]
