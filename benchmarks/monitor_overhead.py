@@ -1,32 +1,35 @@
-"""What the runtime monitor costs: per span, and as a share of a real trial's wall time.
+"""What the runtime monitor costs per span, against the bare OpenTelemetry SDK in the same run.
 
-    python benchmarks/monitor_overhead.py [--calls 20000] [--no-trial]
+    python benchmarks/monitor_overhead.py [--calls 5000] [--rounds 3] [--no-trial] [--quick]
 
-1. Per span: seed-harness functions that are boundaries in ``harness_seed/recording.toml`` (realistic
-   arguments: a 24 KB terminal capture, a JSON reply, a ParseResult) and a trivial function are timed
-   uninstrumented and then instrumented by the seed's recording config, in the same process. Cost per span
-   = (instrumented − bare) / calls, split into what the harness's thread pays (capture, span, enqueue) and
-   what the writer thread does after (redact, encode, append to a real ``spans.jsonl``); also the all-sync
-   write mode, the ``sdk`` backend, and the bare OpenTelemetry SDK span for reference.
-2. Trial share: the seed harness solves a starter task (scripted model over real HTTP, local bwrap sandbox,
-   real tmux) in this process: a warm-up, then bare, then instrumented like ``monitor.host`` does it. The
-   monitor's own time in the instrumented trial is measured directly (its enter/leave hooks on the harness's
-   thread, and the writer thread's CPU time) and divided by the trial's wall time.
-Goal (issue 4): ≤ 30 µs per span, ≤ 1% of trial time.
+1. In a trial (the goal's measure): the seed harness solves a starter task in this process (scripted model over
+   real HTTP, local bwrap sandbox, real tmux), once bare, once with bare OpenTelemetry SDK spans at the same
+   boundaries (``with tracer.start_as_current_span(name)``: no capture, no export) and once with the monitor
+   as ``monitor.host`` sets it up (seed ``recording.toml``, lean backend, writer thread, redaction), in
+   ``--rounds`` interleaved rounds. Per span: the time spent in the span hooks on the harness's thread, plus,
+   for the monitor, the writer thread's CPU time; the best round of each is reported.
+2. Per call, by workload: seed functions that are boundaries, with realistic arguments (a 24 KB terminal
+   capture, a JSON reply, a ParseResult), timed bare and instrumented in a tight loop, split into the
+   harness's thread and the writer's work; the bare SDK span for reference.
+3. Trial share: the monitor's measured time as a share of the instrumented trial's wall time, and the wall
+   times of the bare and instrumented trials next to the spread between the bare rounds.
+Goal (issue 18): ≤ 30 µs per span in a trial; ≤ 1% of the trial's wall time.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import shutil
+import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from _support import REPO, quick_flag
+from _support import REPO, quick_flag, require_sandbox, seed_trial, terminus_reply
 
 from monitor.config import RecordingConfig
 from monitor.export import JsonLinesSink
@@ -34,89 +37,69 @@ from monitor.instrument import Instrumentation
 from monitor.redact import Redactor
 from monitor.tracer import make_tracer
 
+_cpu = time.thread_time
+
 GOAL_US, GOAL_SHARE = 30.0, 0.01
+REFERENCE_SDK_US = 16.0  # the bare SDK span where the goal was set (issue 18): the goal is 30/16 = 1.9x the SDK
+SEED_CONFIG = REPO / "harness_seed" / "recording.toml"
 
 
 def _best_of(fn, calls: int, repeats: int = 5) -> float:
-    """Seconds per call: the best of a few repeats (the machine is shared; the minimum is the signal)."""
+    """CPU seconds of this thread per call: the best of a few repeats (the machine is shared; the minimum is
+    the signal)."""
     best = float("inf")
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0 = _cpu()
         for _ in range(calls):
             fn()
-        best = min(best, (time.perf_counter() - t0) / calls)
+        best = min(best, (_cpu() - t0) / calls)
     return best
-
-
-def workloads():
-    """(name, boundary, zero-arg callable) with realistic arguments, calling through module attributes."""
-    from harness_seed import completion, observation, parsing
-
-    screen = "\n".join(f"user@box:/app$ ls -la line {i} " + "x" * 60 for i in range(300))  # ~24 KB
-    reply = json.dumps({"analysis": "The file is missing.", "plan": "Create it and check.",
-                        "commands": [{"keystrokes": "printf 'Hello, world!\\n' > /app/hello.txt\n",
-                                      "duration": 0.5}], "task_complete": False})
-    parsed = parsing.parse_response(reply, "json")
-    handshake = completion.CompletionHandshake(2)
-    return [
-        ("limit_output(24 KB capture)", "observation:limit_output",
-         lambda: observation.limit_output(screen, 10000)),
-        ("parse_response(JSON reply)", "parsing:parse_response", lambda: parsing.parse_response(reply, "json")),
-        ("build_observation(24 KB x2)", "observation:build_observation",
-         lambda: observation.build_observation(screen, screen[-4000:], screen[:-200], True)),
-        ("CompletionHandshake.on_reply", "completion:CompletionHandshake.on_reply",
-         lambda: handshake.on_reply(parsed)),
-    ]
-
-
-def trivial_config() -> RecordingConfig:
-    return RecordingConfig.from_toml('[[boundary]]\ntarget = "observation:limit_output"\n')
 
 
 def _redactor() -> Redactor:
     return Redactor({"BENCH_API_KEY": "sk-bench0123456789abcdef"})
 
 
+# ---------------------------------------------------------------------------------------------- per call
+def workloads():
+    """(name, zero-arg callable) with realistic arguments, calling through module attributes."""
+    from harness_seed import completion, observation, parsing
+
+    screen = "\n".join(f"user@box:/app$ ls -la line {i} " + "x" * 60 for i in range(300))  # ~24 KB
+    reply = terminus_reply(commands=[("printf 'Hello, world!\\n' > /app/hello.txt\n", 0.5)],
+                           analysis="The file is missing.", plan="Create it and check.")
+    parsed = parsing.parse_response(reply, "json")
+    handshake = completion.CompletionHandshake(2)
+    return [
+        ("trivial: limit_output('ok')", lambda: observation.limit_output("ok", 10)),
+        ("limit_output(24 KB capture)", lambda: observation.limit_output(screen, 10000)),
+        ("parse_response(JSON reply)", lambda: parsing.parse_response(reply, "json")),
+        ("build_observation(24 KB x2)",
+         lambda: observation.build_observation(screen, screen[-4000:], screen[:-200], True)),
+        ("CompletionHandshake.on_reply", lambda: handshake.on_reply(parsed)),
+    ]
+
+
 def span_costs(fn, calls: int, config: RecordingConfig, out_dir: Path) -> dict[str, float]:
-    """µs per call: bare, and per span: lean hot path, lean writer (off-thread), lean all-sync, sdk hot path."""
+    """µs per call: bare; per span: the harness's thread (capture, span, enqueue) and the writer's work."""
     bare = _best_of(fn, calls)
     res = {"bare": bare * 1e6}
-    # lean, hot path: what the harness's own thread pays (the writer thread's work measured separately)
     collected: list = []
     inst = Instrumentation("harness_seed", config, make_tracer("lean", collected.append), _redactor(),
                            defer_redaction=True)
     inst.apply()
     try:
-        res["lean_hot"] = (_best_of(fn, calls) - bare) * 1e6
+        res["hot"] = (_best_of(fn, calls) - bare) * 1e6
     finally:
         inst.remove()
     spans = collected[-calls:]
     writer = JsonLinesSink(out_dir / "writer.jsonl", {"service.name": "bench"}, redact=_redactor().redact,
                            mode="sync")
-    t0 = time.perf_counter()
-    for i in range(0, len(spans), 64):  # the writer thread drains in batches like this
-        writer._write(spans[i:i + 64])
-    res["lean_writer"] = (time.perf_counter() - t0) / max(len(spans), 1) * 1e6
+    t0 = _cpu()
+    for i in range(0, len(spans), 16):  # the writer thread writes a burst at a time
+        writer._write(spans[i:i + 16])
+    res["writer"] = (_cpu() - t0) / max(len(spans), 1) * 1e6
     writer.shutdown()
-    # lean, everything on the caller's thread (mode = "sync")
-    sink = JsonLinesSink(out_dir / "sync.jsonl", {"service.name": "bench"}, redact=_redactor().redact, mode="sync")
-    inst = Instrumentation("harness_seed", config, make_tracer("lean", sink.submit), _redactor(),
-                           defer_redaction=True)
-    inst.apply()
-    try:
-        res["lean_sync"] = (_best_of(fn, calls) - bare) * 1e6
-    finally:
-        inst.remove()
-        sink.shutdown()
-    # sdk backend, hot path (SDK span + capture + redaction; export to a list)
-    tracer = make_tracer("sdk", [].append)
-    inst = Instrumentation("harness_seed", config, tracer, _redactor(), defer_redaction=True)
-    inst.apply()
-    try:
-        res["sdk_hot"] = (_best_of(fn, calls) - bare) * 1e6
-    finally:
-        inst.remove()
-        tracer.shutdown()
     return res
 
 
@@ -133,145 +116,207 @@ def bare_sdk_span(calls: int) -> float:
     return (_best_of(fn, calls) - _best_of(lambda: None, calls)) * 1e6
 
 
-# ---------------------------------------------------------------------------------------------- trial
-class _Solver:
-    """Scripted Terminus replies for hello-file: write the file, then claim completion (twice: handshake)."""
+# ---------------------------------------------------------------------------------------------- in a trial
+class _BareSdk(Instrumentation):
+    """The same boundaries as the recording config, but each span is only the SDK's own
+    ``with tracer.start_as_current_span(target):`` (no attributes, no capture, no exporter)."""
 
-    def __init__(self) -> None:
-        self.calls = 0
+    def __init__(self, config: RecordingConfig):
+        from opentelemetry.sdk.trace import TracerProvider
 
-    def __call__(self, body: dict) -> str:
-        self.calls += 1
-        if self.calls > 1:
-            return json.dumps({"analysis": "Done.", "plan": "", "commands": [], "task_complete": True})
-        return json.dumps({"analysis": "Nothing yet.", "plan": "Write it.", "task_complete": False, "commands": [
-            {"keystrokes": "printf 'Hello, world!\\n' > /app/hello.txt; cat /app/hello.txt\n", "duration": 0.3}]})
+        super().__init__("harness_seed", config, make_tracer("lean", lambda s: None), Redactor({}))
+        self.sdk = TracerProvider().get_tracer("bench")
+        self.spans = 0
+
+    def _enter(self, site, args, kwargs):
+        cm = self.sdk.start_as_current_span(site.target)
+        cm.__enter__()
+        return cm
+
+    def _leave(self, site, handle, result):
+        self.spans += 1
+        handle.__exit__(None, None, None)
+
+    def _leave_error(self, site, handle, exc):
+        self.spans += 1
+        handle.__exit__(type(exc), exc, exc.__traceback__)
 
 
-async def _one_trial(work: Path, instrument: bool) -> tuple[float, int, float, float]:
-    """(wall sec of run_trial, spans, monitor sec on the harness's thread, writer thread CPU sec)."""
-    from harness_seed import main as seed_main
-    from trials.endpoints.scripted import ScriptedServer
-    from trials.endpoints.spec import EndpointSpec
-    from trials.environments.local import LocalEnvironment
-    from trials.harness_api import TrialSpec
-    from trials.tasks.load import load_task
+def _time_hooks(inst: Instrumentation, spent: list[float]) -> None:
+    """Add the CPU time of this thread spent in every span hook to ``spent[0]`` and count the hook calls in
+    ``spent[1]``. CPU time of the thread, not wall time: other processes on a shared machine and the other
+    threads of the trial (the scripted server, the span writer) do not count as the hook's."""
+    for hook in ("_enter", "_leave", "_leave_error"):
+        original = getattr(inst, hook)
 
-    task = load_task(REPO / "data" / "starter" / "hello-file")
-    trial_dir = work / ("instrumented" if instrument else "bare")
-    (trial_dir / "agent").mkdir(parents=True)
-    env = LocalEnvironment(task, trial_dir)
-    await env.start()
-    inst = sink = tracer = None
-    spent, writer_cpu = [0.0], [0.0]
-    try:
-        with ScriptedServer(_Solver(), model="scripted") as srv:
-            spec = TrialSpec(trial_id="bench__r1", task_name=task.name, instruction=task.instruction,
-                             env=env.handle(), endpoint=EndpointSpec(base_url=srv.base_url, model="scripted"),
-                             agent_dir=str(trial_dir / "agent"), timeout_sec=120)
-            if instrument:
-                config = RecordingConfig.load(REPO / "harness_seed" / "recording.toml")
-                redactor = Redactor()
-                sink = JsonLinesSink(trial_dir / "agent" / "spans.jsonl", {"service.name": "bench"},
-                                     redact=redactor.redact, mode=config.write)
-                write = sink._write
+        def timed(*a, _f=original):
+            t0 = _cpu()
+            try:
+                return _f(*a)
+            finally:
+                spent[0] += _cpu() - t0
+                spent[1] += 1
 
-                def timed_write(batch, _w=write):  # the writer thread's CPU time, for the total
-                    t0 = time.thread_time()
-                    try:
-                        return _w(batch)
-                    finally:
-                        writer_cpu[0] += time.thread_time() - t0
+        setattr(inst, hook, timed)
 
-                sink._write = timed_write
-                tracer = make_tracer(config.backend, sink.submit)
-                inst = Instrumentation("harness_seed", config, tracer, redactor, defer_redaction=True)
-                for hook in ("_enter", "_leave", "_leave_error"):  # time the monitor's own work
-                    original = getattr(inst, hook)
 
-                    def timed(*a, _f=original):
-                        t0 = time.perf_counter()
-                        try:
-                            return _f(*a)
-                        finally:
-                            spent[0] += time.perf_counter() - t0
+def timer_overhead(calls: int = 20000) -> float:
+    """Seconds that timing one hook adds by itself (reading the thread's CPU clock is a system call here):
+    measured around a hook that does nothing, in this run, and subtracted from the hook totals."""
+    spent = [0.0, 0]
 
-                    setattr(inst, hook, timed)
-                inst.apply()
-            t0 = time.perf_counter()
-            outcome = await seed_main.run_trial(spec)
-            wall = time.perf_counter() - t0
-        if outcome.status != "completed":
-            raise RuntimeError(f"bench trial did not complete: {outcome.error_kind} {outcome.error}")
-    finally:
-        if inst is not None:
+    def nothing(*a):
+        return None
+
+    def timed(*a, _f=nothing):
+        t0 = _cpu()
+        try:
+            return _f(*a)
+        finally:
+            spent[0] += _cpu() - t0
+            spent[1] += 1
+
+    best = float("inf")
+    for _ in range(5):
+        spent[0] = 0.0
+        for _ in range(calls // 5):
+            timed(None)
+        best = min(best, spent[0] / (calls // 5))
+    return best
+
+
+STEPS = 10  # episodes before the solving one: a trial of a few hundred spans, as a real one has
+
+
+def _solver(steps: int = STEPS):
+    """Scripted replies for hello-file: look around for ``steps`` episodes, write the file and show it, then
+    claim completion (twice: the handshake)."""
+    look = [terminus_reply(commands=[(f"ls -la /app; echo look {i}\n", 0.05)], analysis=f"Looking ({i}).",
+                           plan="List the folder.") for i in range(steps)]
+    return look + [terminus_reply(commands=[("printf 'Hello, world!\\n' > /app/hello.txt; cat /app/hello.txt\n",
+                                              0.1)], analysis="Nothing yet.", plan="Write it."),
+                   terminus_reply(complete=True), terminus_reply(complete=True)]
+
+
+async def _trial(work: Path, kind: str, overhead: float = 0.0) -> dict[str, float]:
+    """One trial: kind is bare, sdk (bare SDK spans) or monitor. Wall, spans, hook and writer CPU seconds
+    (``overhead``: seconds per hook call that the timing itself costs, subtracted)."""
+    spent, writer_cpu = [0.0, 0], [0.0]
+    state: dict = {}
+
+    @contextlib.contextmanager
+    def around():
+        if kind == "bare":
+            yield
+            return
+        config = RecordingConfig.load(SEED_CONFIG)
+        if kind == "sdk":
+            inst = state["inst"] = _BareSdk(config)
+        else:
+            redactor = _redactor()
+            sink = state["sink"] = JsonLinesSink(work / kind / "agent" / "spans.jsonl", {"service.name": "bench"},
+                                                 redact=redactor.redact, mode=config.write,
+                                                 linger_sec=config.write_linger_ms / 1000)
+            write = sink._write
+
+            def timed_write(batch, _w=write):  # the writer thread's CPU time (one clock read per burst)
+                t0 = _cpu()
+                try:
+                    return _w(batch)
+                finally:
+                    writer_cpu[0] += _cpu() - t0
+
+            sink._write = timed_write
+            tracer = make_tracer(config.backend, sink.submit)
+            inst = state["inst"] = Instrumentation("harness_seed", config, tracer, redactor, defer_redaction=True)
+        _time_hooks(inst, spent)
+        inst.apply()
+        try:
+            yield
+        finally:
             inst.remove()
-            tracer.shutdown()
-            sink.shutdown()
-        await env.stop()
-    spans = sink.spans_written if sink is not None else 0
-    return wall, spans, spent[0], writer_cpu[0]
+            if "sink" in state:
+                state["sink"].shutdown()
+
+    _, wall = await seed_trial(_solver(), work / kind, around=around)
+    spans = state["sink"].spans_written if "sink" in state else getattr(state.get("inst"), "spans", 0)
+    hooks = max(spent[0] - spent[1] * overhead, 0.0)
+    return {"wall": wall, "spans": spans, "hooks_sec": hooks, "hook_calls": spent[1], "writer_sec": writer_cpu[0]}
 
 
-def trial_share(work: Path) -> dict[str, float]:
-    asyncio.run(_one_trial(work / "warmup", instrument=False))  # imports, sandbox caches: not the monitor's
-    bare_wall, _, _, _ = asyncio.run(_one_trial(work, instrument=False))
-    wall, spans, spent, writer = asyncio.run(_one_trial(work, instrument=True))
-    return {"bare_wall": bare_wall, "wall": wall, "spans": spans, "monitor_sec": spent, "writer_sec": writer}
+def in_trial(work: Path, rounds: int) -> dict[str, list[dict[str, float]]]:
+    asyncio.run(seed_trial(_solver(), work / "warmup"))  # imports, sandbox caches: not the monitor's
+    runs: dict[str, list[dict[str, float]]] = {"bare": [], "sdk": [], "monitor": []}
+    for r in range(rounds):
+        overhead = timer_overhead()
+        for kind, done in runs.items():
+            done.append(asyncio.run(_trial(work / f"r{r}", kind, overhead)))
+    return runs
+
+
+def _per_span_us(run: dict[str, float]) -> float:
+    return (run["hooks_sec"] + run["writer_sec"]) / max(run["spans"], 1) * 1e6
+
+
+def report_trial(runs: dict[str, list[dict[str, float]]]) -> None:
+    ours = min(runs["monitor"], key=_per_span_us)
+    sdk = min(runs["sdk"], key=_per_span_us)
+    ours_us, sdk_us = _per_span_us(ours), _per_span_us(sdk)
+    hot_us = ours["hooks_sec"] / max(ours["spans"], 1) * 1e6
+    print(f"in a trial (seed solves data/starter/hello-file, {len(runs['bare'])} interleaved rounds, best round)")
+    print(f"  bare OpenTelemetry SDK spans at the same boundaries: {sdk['spans']:.0f} spans, {sdk_us:.1f} µs per span")
+    print(f"  monitor (seed recording config): {ours['spans']:.0f} spans, {ours_us:.1f} µs per span "
+          f"({hot_us:.1f} on the harness's thread + {ours_us - hot_us:.1f} writer thread) "
+          f"= {ours_us / sdk_us:.2f}× the bare SDK")
+    goal_ratio = GOAL_US / REFERENCE_SDK_US
+    print(f"  goal ≤ {GOAL_US:.0f} µs per span: {'met' if ours_us <= GOAL_US else 'NOT met'} in µs on this run; "
+          f"as a ratio (the goal was set where the bare SDK span took {REFERENCE_SDK_US:.0f} µs: ≤ "
+          f"{goal_ratio:.2f}× the SDK): {'met' if ours_us / sdk_us <= goal_ratio else 'NOT met'}")
+    share = (ours["hooks_sec"] + ours["writer_sec"]) / ours["wall"]
+    bare_walls = [r["wall"] for r in runs["bare"]]
+    mon_walls = [r["wall"] for r in runs["monitor"]]
+    diff = statistics.median(mon_walls) - statistics.median(bare_walls)
+    spread = max(bare_walls) - min(bare_walls)
+    print(f"  share of the trial: {(ours['hooks_sec'] + ours['writer_sec']) * 1e3:.2f} ms of {ours['wall']:.2f} s "
+          f"wall = {share:.3%} — goal ≤ {GOAL_SHARE:.0%}: {'met' if share <= GOAL_SHARE else 'NOT met'}")
+    verdict = ("within" if abs(diff) <= spread else "outside") if len(bare_walls) > 1 else "not comparable with"
+    print(f"  trial wall, median: bare {statistics.median(bare_walls):.2f} s, monitored "
+          f"{statistics.median(mon_walls):.2f} s (difference {diff:+.2f} s, {verdict} the {spread:.2f} s spread of "
+          f"the bare rounds)")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=5000)
-    parser.add_argument("--no-trial", action="store_true", help="skip the trial (needs tmux + bwrap)")
+    parser.add_argument("--calls", type=int, default=5000, help="calls per workload (per-call table)")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved trial rounds")
+    parser.add_argument("--no-trial", action="store_true", help="skip the trials (they need tmux + bwrap)")
+    parser.add_argument("--json", action="store_true", help="also print the raw trial figures as JSON")
     quick_flag(parser)
     args = parser.parse_args()
     if args.quick:
-        args.calls = 200
+        args.calls, args.rounds = 200, 1
+    if not args.no_trial:
+        require_sandbox()
     import harness_seed  # noqa: F401  (imported before instrumenting, as monitor.host does)
 
     out = Path(tempfile.mkdtemp(prefix="rise-monitor-bench-"))
-    seed_config = RecordingConfig.load(REPO / "harness_seed" / "recording.toml")
+    seed_config = RecordingConfig.load(SEED_CONFIG)
+    trivial = RecordingConfig.from_toml('[[boundary]]\ntarget = "observation:limit_output"\n')
     try:
-        print(f"per span, µs ({args.calls} calls, best of 5, same process, uninstrumented first)")
+        if not args.no_trial:
+            runs = in_trial(out, args.rounds)
+            report_trial(runs)
+            if args.json:
+                print(json.dumps(runs, indent=1))
+        print(f"per call, CPU µs ({args.calls} calls, best of 5, tight loop: warm caches, unlike a trial)")
         print(f"  bare OpenTelemetry SDK span (start_as_current_span, no capture, no export): "
               f"{bare_sdk_span(args.calls):.1f}")
-        from harness_seed import observation
-
-        rows = [("trivial: limit_output('ok')", lambda: observation.limit_output("ok", 10), trivial_config())]
-        rows += [(name, fn, seed_config) for name, _t, fn in workloads()]
-        print(f"  {'workload':<32} {'bare call':>9} │ {'lean hot':>8} {'+writer':>8} {'=total':>8} │ "
-              f"{'lean sync':>9} │ {'sdk hot':>8}")
-        worst_hot = worst_total = 0.0
-        for name, fn, config in rows:
-            r = span_costs(fn, args.calls, config, out)
-            total = r["lean_hot"] + r["lean_writer"]
-            worst_hot, worst_total = max(worst_hot, r["lean_hot"]), max(worst_total, total)
-            print(f"  {name:<32} {r['bare']:9.1f} │ {r['lean_hot']:8.1f} {r['lean_writer']:8.1f} {total:8.1f} │ "
-                  f"{r['lean_sync']:9.1f} │ {r['sdk_hot']:8.1f}")
-        print("  lean hot = on the harness's thread (capture, span, enqueue); +writer = redact + encode + append on "
-              "the writer thread;\n  lean sync = all of it before the call returns (write = \"sync\"); "
-              "sdk hot = backend \"sdk\" before any export.")
-        print(f"  worst seed boundary, lean: {worst_hot:.1f} µs on the harness's thread, {worst_total:.1f} µs in "
-              f"all — goal ≤ {GOAL_US:.0f} µs: {'met' if worst_hot <= GOAL_US else 'NOT met'} on the harness's "
-              f"thread, {'met' if worst_total <= GOAL_US else 'NOT met'} in all")
-        if args.no_trial:
-            return 0
-        if shutil.which("tmux") is None:
-            print("trial share: skipped (no tmux)")
-            return 0
-        r = trial_share(out)
-        share = r["monitor_sec"] / r["wall"]
-        total = (r["monitor_sec"] + r["writer_sec"]) / r["wall"]
-        print("trial share (seed solves data/starter/hello-file in this process, scripted model, local sandbox, "
-              "seed recording config)")
-        print(f"  bare trial wall {r['bare_wall']:.2f} s; instrumented {r['wall']:.2f} s (the difference, "
-              f"{r['wall'] - r['bare_wall']:+.2f} s, is tmux/sandbox timing noise, not the monitor)")
-        print(f"  {r['spans']:.0f} spans; monitor on the harness's thread {r['monitor_sec'] * 1e3:.2f} ms = {share:.3%}; "
-              f"with the writer thread's CPU {(r['monitor_sec'] + r['writer_sec']) * 1e3:.2f} ms = {total:.3%} "
-              f"— goal ≤ {GOAL_SHARE:.0%}: {'met' if total <= GOAL_SHARE else 'NOT met'}")
-        print(f"  per span inside the trial (real arguments): {r['monitor_sec'] / max(r['spans'], 1) * 1e6:.1f} µs "
-              f"on the harness's thread + {r['writer_sec'] / max(r['spans'], 1) * 1e6:.1f} µs writer")
+        print(f"  {'workload':<32} {'bare call':>9} │ {'hot':>7} {'+writer':>8} {'=span':>7}")
+        for i, (name, fn) in enumerate(workloads()):
+            r = span_costs(fn, args.calls, trivial if i == 0 else seed_config, out)
+            print(f"  {name:<32} {r['bare']:9.1f} │ {r['hot']:7.1f} {r['writer']:8.1f} {r['hot'] + r['writer']:7.1f}")
+        print("  hot = on the harness's thread (capture, span, enqueue); +writer = redact + encode + append, done "
+              "on the writer thread")
         return 0
     finally:
         shutil.rmtree(out, ignore_errors=True)

@@ -247,41 +247,44 @@ class Captured:
         return f"Captured({self.text[:40]!r}…, limit={self.limit})"
 
 
-def _json_object(items: Iterable[tuple[str, Any]]) -> str:
-    """``json.dumps(dict(items), ensure_ascii=False)`` for string values, without the encoder's overhead."""
-    parts = []
-    for k, v in items:
-        parts.append(_esc(k) + ":" + (_esc(v) if v.__class__ is str else json.dumps(v, ensure_ascii=False)))
-    return "{" + ",".join(parts) + "}"
+def _json_value(v: Any) -> str:
+    return _esc(v) if v.__class__ is str else json.dumps(v, ensure_ascii=False)
 
 
 def finalize(span: SpanData, redact: Callable[[str], str] | None,
              redact_many: Callable[[list[str]], list[str]] | None = None) -> SpanData:
     """Turn a span's pending captures into their final, redacted strings (in place). With ``redact_many``
-    every capture of the span is redacted in one call."""
+    every capture of the span is redacted in one call. ``rise.args`` becomes a JSON object (as
+    ``json.dumps(..., ensure_ascii=False)`` would write it, without the encoder's per-call overhead)."""
     attrs = span.attributes
     args = attrs.get("rise.args")
     ret = attrs.get("rise.return")
+    names: list[str] = []
     pending: list[Captured] = []
     if isinstance(args, dict):
-        pending += [v for v in args.values() if isinstance(v, Captured)]
-    if isinstance(ret, Captured):
+        for k, v in args.items():
+            if v.__class__ is Captured:
+                names.append(k)
+                pending.append(v)
+    has_ret = ret.__class__ is Captured
+    if has_ret:
         pending.append(ret)
-    if not pending:
-        if isinstance(args, dict):
-            attrs["rise.args"] = _json_object(args.items())
-        return span
-    raws = [c.raw() for c in pending]
-    if redact_many is not None:
-        clean = redact_many(raws)
+    if pending:
+        raws = [c.raw() for c in pending]
+        if redact_many is not None:
+            clean = redact_many(raws)
+        elif redact is not None:
+            clean = [redact(r) for r in raws]
+        else:
+            clean = raws
+        if has_ret:
+            attrs["rise.return"] = ret.cut(clean[-1])
+        done = {k: c.cut(t) for k, c, t in zip(names, pending, clean)}
     else:
-        clean = [redact(r) for r in raws] if redact is not None else raws
-    done = {id(c): c.cut(t) for c, t in zip(pending, clean)}
+        done = {}
     if isinstance(args, dict):
-        attrs["rise.args"] = _json_object(
-            (k, done[id(v)] if isinstance(v, Captured) else v) for k, v in args.items())
-    if isinstance(ret, Captured):
-        attrs["rise.return"] = done[id(ret)]
+        attrs["rise.args"] = "{" + ",".join(
+            _esc(k) + ":" + (_esc(done[k]) if k in done else _json_value(v)) for k, v in args.items()) + "}"
     return span
 
 
