@@ -65,7 +65,7 @@ def main() -> None:
     quick_flag(ap)
     args = ap.parse_args()
     if args.quick:
-        args.n, args.slots, args.agent_sleep = 2, 1, 0.5
+        args.n, args.slots, args.agent_sleep = 2, 1, 0.0
     require(bwrap_available(), "bubblewrap (bwrap) and nsenter for the local sandbox")
     require(shutil.which("ray") is not None, "Ray (pip install -e '.[dev]'): the ray command")
     from trials.executors.local_cluster import LocalRayCluster
@@ -80,7 +80,9 @@ def main() -> None:
             up = time.perf_counter() - t0
             ray = ExecutorConfig(kind="ray", address=cluster.address)
             local_1 = _grid(root / "tasks", names, root / "local-1", None)
-            _grid(root / "tasks", names[:1], root / "warm", ray.model_copy(update={"resources": {"one_slot": 1}}))
+            for node in () if args.quick else ("a", "b"):  # start each node's workers before the timing
+                _grid(root / "tasks", names[:args.slots], root / f"warm-{node}",
+                      ray.model_copy(update={"resources": {f"node_{node}": 1}}), concurrency=args.slots)
             ray_1 = _grid(root / "tasks", names, root / "ray-1", ray.model_copy(update={"resources": {"one_slot": 1}}))
             one_node = _grid(root / "tasks", names, root / "node-a", ray.model_copy(update={"resources": {"node_a": 1}}))
             two_nodes = _grid(root / "tasks", names, root / "nodes-ab", ray)
