@@ -93,3 +93,36 @@ def test_implementer_writes_outside_are_refused_on_claude(workspace: Path, tmp_p
                  Path(f"/tmp/outside-{tag}")):
         assert not path.exists()
     assert (workspace / "inside.txt").read_text() == "ok"
+
+
+def test_a_hanging_cli_is_killed_at_the_deadline_with_its_process_group(workspace: Path, tmp_path: Path) -> None:
+    """A real process stands in for a CLI that hangs in initialize (and has a child): the call ends at its
+    deadline as a timeout and neither process is left."""
+    import os
+    import time
+
+    import psutil
+
+    from evolve.agents.config import ClaudeSettings
+
+    marker = f"rise-hang-{uuid.uuid4().hex[:8]}"
+    cli = tmp_path / "hanging-claude"
+    cli.write_text(f"#!/bin/sh\nsleep 600 &  # {marker}\nexec sleep 601  # {marker}\n")
+    cli.chmod(0o755)
+    role = get_role("explorer").model_copy(update={"limits": Limits(deadline_s=3)})
+    backend = ClaudeBackend(settings=ClaudeSettings(cli_path=str(cli)))
+    started = time.monotonic()
+    with pytest.raises(RoleError) as info:
+        run_role(role, {"question": "q"}, workspace, backend, transcripts=tmp_path)
+    assert info.value.kind == "timeout" and time.monotonic() - started < 20
+
+    def left() -> list[psutil.Process]:
+        return [p for p in psutil.process_iter(["cmdline", "ppid"])
+                if str(cli) in " ".join(p.info["cmdline"] or []) or
+                (p.info["cmdline"] or [""])[0] == "sleep" and p.info["cmdline"][-1] in ("600", "601")
+                and p.info["ppid"] in (os.getpid(), 1)]
+
+    deadline = time.monotonic() + 5
+    while left() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not left()

@@ -35,7 +35,9 @@ SERVER = "rise"
 WRITE_TOOLS = {"Write", "Edit", "MultiEdit", "NotebookEdit", f"mcp__{SERVER}__write_file",
                f"mcp__{SERVER}__edit_file"}
 PATH_KEYS = ("file_path", "notebook_path", "path")
-WRAPPER = '#!/bin/sh\necho $$ > "$RISE_CLAUDE_PIDFILE"\nexec setsid "$RISE_CLAUDE_CLI" "$@"\n'
+# The CLI in a session of its own; the pid written is that session's leader, i.e. its process group id.
+WRAPPER = ('#!/bin/sh\nexec setsid /bin/sh -c \'echo $$ > "$RISE_CLAUDE_PIDFILE"; exec "$RISE_CLAUDE_CLI" "$@"\' '
+           'claude "$@"\n')
 
 
 def bundled_cli() -> Path:
@@ -201,8 +203,9 @@ def _wrapper(folder: Path) -> Path:
 def _kill_cli(pidfile: Path) -> None:
     """Kill the CLI's process group (its own session, from the wrapper); never our own group."""
     try:
-        pid = int(pidfile.read_text().strip())
-        if os.getpgid(pid) == pid and pid != os.getpgrp():
-            os.killpg(pid, signal.SIGKILL)
+        pgid = int(pidfile.read_text().strip())
+        # the group outlives its leader (the SDK may have reaped the CLI itself): kill it by id, not via the pid
+        if pgid > 1 and pgid != os.getpgrp():
+            os.killpg(pgid, signal.SIGKILL)
     except (OSError, ValueError):
         pass
