@@ -4,12 +4,13 @@ a candidate on to another commit; :meth:`CandidateCreation.current_commit` follo
 
 from __future__ import annotations
 
-import re
 import tomllib
 from pathlib import Path
 from typing import Any
 
 import git
+import tomlkit
+from unidiff import PatchSet, UnidiffParseError
 
 from validate.contracts import changed_contracts, load_contracts
 from validate.evaluate import kill_point
@@ -22,8 +23,12 @@ COMMIT_MARK = "rise candidate"
 
 def patch_strip(patch: Path) -> int:
     """The ``-p`` level for a patch: 2 when its paths are under ``harness_seed/`` or ``harness/``."""
-    paths = re.findall(r"^(?:---|\+\+\+) (?:a|b)/(\S+)", patch.read_text(), flags=re.MULTILINE)
-    paths = [p for p in paths if p != "/dev/null"]
+    try:
+        files = PatchSet(patch.read_text())
+    except UnidiffParseError as exc:
+        raise ControllerError(f"{patch}: not a unified diff: {exc}") from None
+    paths = [p for f in files for p in (f.source_file, f.target_file) if p != "/dev/null"]
+    paths = [p.split("/", 1)[1] if p.startswith(("a/", "b/")) else p for p in paths]
     for prefix in ("harness_seed/", "harness/"):
         if paths and all(p.startswith(prefix) for p in paths):
             return 2
@@ -31,33 +36,25 @@ def patch_strip(patch: Path) -> int:
 
 
 def set_toml_value(path: Path, dotted: str, value: Any) -> bool:
-    """Set one existing ``section.key`` of a TOML file in place, comments kept; True when the file changed."""
-    import tomli_w
-
-    section, _, name = dotted.rpartition(".")
-    lines = path.read_text().splitlines(keepends=True)
-    rendered = tomli_w.dumps({"x": value}).split("=", 1)[1].strip()
-    current = None
-    for i, line in enumerate(lines):
-        head = re.match(r"^\s*\[([^\[\]]+)\]\s*(#.*)?$", line)
-        if head:
-            current = head.group(1).strip()
-            continue
-        m = re.match(rf"^(\s*{re.escape(name)}\s*=\s*)([^#\n]*?)(\s*#.*)?(\n?)$", line)
-        if current == section and m:
-            new = f"{m.group(1)}{rendered}{m.group(3) or ''}{m.group(4)}"
-            if new == line:
-                return False
-            lines[i] = new
-            text = "".join(lines)
-            node: Any = tomllib.loads(text)
-            for part in dotted.split("."):
-                node = node[part]
-            if node != value:
-                raise ControllerError(f"{path}: could not set {dotted} to {value!r}")
-            path.write_text(text)
-            return True
-    return False
+    """Set one existing ``section.key`` of a TOML file in place (tomlkit keeps comments and layout); True when
+    the file changed, False when the key is absent or already has ``value``."""
+    doc = tomlkit.parse(path.read_text())
+    *sections, name = dotted.split(".")
+    node: Any = doc
+    for part in sections:
+        node = node.get(part) if isinstance(node, dict) else None
+    if not isinstance(node, dict) or name not in node or node[name] == value:
+        return False
+    old = node[name]
+    new = tomlkit.item(value)
+    if isinstance(old, tomlkit.items.Item) and old.trivia.comment:  # the switch's own comment stays
+        new.trivia.comment_ws, new.trivia.comment = old.trivia.comment_ws, old.trivia.comment
+    node[name] = new
+    text = tomlkit.dumps(doc)
+    if tomllib.loads(text) == tomllib.loads(path.read_text()):
+        raise ControllerError(f"{path}: could not set {dotted} to {value!r}")
+    path.write_text(text)
+    return True
 
 
 def boundaries_added(candidate: Path, incumbent: Path) -> list[str]:
@@ -118,6 +115,16 @@ class CandidateCreation:
                                   f"incumbent {incumbent} ({head[:12]}); adopting it would drop what {incumbent} "
                                   f"holds. Rebase it onto {incumbent} or submit it as a patch")
         return commit
+
+    def check_patch(self, incumbent: str, cand: CandidateInput) -> None:
+        """Refuse a patch that does not apply to the incumbent (``git apply --check``), naming the hunks."""
+        source = Path(cand.source)
+        try:
+            git.Repo(self.version_dir(incumbent)).git.apply("--check", f"-p{patch_strip(source)}",
+                                                            str(source.resolve()))
+        except git.GitCommandError as exc:
+            raise ControllerError(f"candidate {cand.slug}: {source} does not apply to the incumbent {incumbent}: "
+                                  f"{str(exc.stderr).strip()}") from None
 
     def enable_switches(self, wt: Path, incumbent_dir: Path) -> dict[str, Any]:
         """Turn on the switch of each mechanism whose contract the candidate adds or changes."""

@@ -97,6 +97,7 @@ class Controller(CandidateCreation, CheckStages):
         self.env_factory, self.progress, self.infra_retries = env_factory, progress, infra_retries
         self.infra_limit = infra_limit  # ⊥ attempts of one candidate cell before it counts as the candidate's failure
         self._dev: list[str] | None = None
+        self.baseline_dir: Path | None = None  # the incumbent's grid this round is decided against
 
     # -- tasks and folders ---------------------------------------------------------------------------------
     @property
@@ -200,15 +201,19 @@ class Controller(CandidateCreation, CheckStages):
                           for e in self.led.find("candidate_created", round=round_no)]
         if not candidates:
             raise ControllerError(f"round {round_no}: no candidates given and none recorded")
-        for cand in candidates:  # refuse a branch that does not descend from the incumbent before any work
-            if not Path(cand.source).is_file() and not self.led.done(f"{rkey}:{cand.slug}:created"):
-                self.branch_base(incumbent, cand)
+        for cand in candidates:  # refuse a patch or branch that does not fit the incumbent before any work
+            if not self.led.done(f"{rkey}:{cand.slug}:created"):
+                if Path(cand.source).is_file():
+                    self.check_patch(incumbent, cand)
+                else:
+                    self.branch_base(incumbent, cand)
         baseline_dir = await self.ensure_reference(incumbent) if self.cfg.adoption.baseline == "reference" else None
         if not started:
             self.led.append(RoundStart(key=f"{rkey}:start", round=round_no, incumbent=incumbent))
         if baseline_dir is None:
             baseline_dir = await self.control(round_no, incumbent)
         baseline, _ = grid_of_job(baseline_dir)
+        self.baseline_dir = baseline_dir  # screening tells the mechanism's own spans from the incumbent's
         reports = []
         for cand in candidates:
             rep = CandidateReport(cand.slug)

@@ -124,3 +124,21 @@ def test_branch_candidate_must_descend_from_the_incumbent(tmp_path):
     repo.git.branch("fresh", "v1")
     commit, _ = Controller(exp).create(1, "v1", CandidateInput("fresh", "fresh"))
     assert commit == exp.commit_of("v1")
+
+
+def test_patch_inspection_with_unidiff_and_git_apply_check(tmp_path):
+    """Issue 15 item 14: patch paths are read by unidiff; a patch that does not apply is refused up front by
+    ``git apply --check`` with git's own words, before any work of the round."""
+    p = tmp_path / "renamed.patch"  # a new file under harness/: the /dev/null side does not count
+    p.write_text("diff --git a/harness/new.py b/harness/new.py\nnew file mode 100644\n--- /dev/null\n"
+                 "+++ b/harness/new.py\n@@ -0,0 +1 @@\n+x = 1\n")
+    assert patch_strip(p) == 2
+    (tmp_path / "junk.patch").write_text("@@ -1 +1 @@\n-a\n+b\n")
+    with pytest.raises(ControllerError, match="not a unified diff"):
+        patch_strip(tmp_path / "junk.patch")
+    exp = make_experiment(tmp_path / "runs", "http://127.0.0.1:9/v1")
+    stale = tmp_path / "stale.patch"
+    stale.write_text("--- a/main.py\n+++ b/main.py\n@@ -1,1 +1,1 @@\n-this line is not in main.py\n+x\n")
+    with pytest.raises(ControllerError, match=r"stale.patch does not apply to the incumbent v0: .*main\.py"):
+        run_round(exp, 1, [("stale", str(stale))])
+    assert exp.ledger.events == []
