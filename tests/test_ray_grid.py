@@ -11,6 +11,7 @@ with distinct resources, every one a ``ray start`` process tree. Trials run in t
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import shutil
 import threading
@@ -26,9 +27,9 @@ from trials.executors.local_cluster import LocalRayCluster
 from trials.job import run_job
 from trials.results import JobConfig, TrialResult
 
-ray = pytest.importorskip("ray", reason="Ray is not installed (pip install -e '.[dev]')")
-
 pytestmark = [pytest.mark.ray, pytest.mark.sandbox,
+              pytest.mark.skipif(importlib.util.find_spec("ray") is None,
+                                 reason="Ray is not installed (pip install -e '.[dev]')"),
               pytest.mark.skipif(not bwrap_available(), reason="bubblewrap (bwrap) and nsenter are not installed"),
               pytest.mark.skipif(shutil.which("ray") is None, reason="the ray command is not on PATH")]
 
@@ -70,6 +71,8 @@ def _config(tasks: Path, job_id: str, r: int = 2, concurrency: int = 2) -> JobCo
 
 def _node_names() -> dict[str, str]:
     """Ray node id → our node name, from the distinct resource each worker offers."""
+    import ray
+
     out = {}
     for node in ray.nodes():
         for name in NODES:
