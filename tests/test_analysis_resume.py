@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -81,3 +82,31 @@ def test_kill_then_resume_pays_for_no_call_twice(tmp_path, uninterrupted, kill_a
     assert strip == [ln for ln in stdout_whole.splitlines() if not ln.startswith(("records:", "  cost", "v0"))]
     data = json.loads((exp.root / "rounds" / "r01" / "analysis" / "analysis.json").read_text())
     assert data["costs"]["analyst"]["calls"] == 4
+
+
+def test_record_then_replay_without_a_server(tmp_path):
+    """--backend replay --record writes one recording per role call; replaying them needs no endpoint and
+    gives the same groups (the CI path for a real model's analysis)."""
+    recordings = tmp_path / "recordings"
+    with ScriptedServer(responder) as srv:
+        exp = make_experiment(tmp_path, {"alpha": "pf", "beta": "fp"}, base_url=srv.base_url)
+        recorded = rise(exp, "--backend", "replay", "--recording", str(recordings), "--record")
+        assert recorded.returncode == 0, recorded.stderr
+        n = chat_requests(srv)
+    assert sorted(p.name for p in recordings.iterdir()) == ["analyst-alpha-1-2.yaml", "analyst-beta-2-1.yaml",
+                                                            "grouper.yaml", "reviewer.yaml"] and n == 4
+    (exp.root / "ledger.jsonl").write_text("")
+    shutil.rmtree(exp.root / "rounds")
+    replayed = rise(exp, "--backend", "replay", "--recording", str(recordings))
+    assert replayed.returncode == 0, replayed.stderr
+    assert "#1 claims" in replayed.stdout and "cost analyst: 2 call(s)" in replayed.stdout
+    (recordings / "reviewer.yaml").rename(tmp_path / "reviewer.yaml")
+    (exp.root / "ledger.jsonl").write_text("")
+    shutil.rmtree(exp.root / "rounds")
+    missing = rise(exp, "--backend", "replay", "--recording", str(recordings))
+    assert missing.returncode == 1 and "reviewer.yaml: no such recording" in missing.stderr.replace("\n", "")
+    kinds = [json.loads(ln)["kind"] for ln in (exp.root / "ledger.jsonl").read_text().splitlines()]
+    assert kinds == ["finding", "finding", "group"]  # what was done stays done
+    (tmp_path / "reviewer.yaml").rename(recordings / "reviewer.yaml")
+    resumed = rise(exp, "--backend", "replay", "--recording", str(recordings), "--resume")
+    assert resumed.returncode == 0 and "#1 claims" in resumed.stdout, resumed.stderr

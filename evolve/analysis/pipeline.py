@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import shutil
 import tarfile
+from collections.abc import Callable
 from io import BytesIO
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ from .records import AnalysisResult, write_records
 from .roles import GROUPER, REVIEWER, analyst_role, with_limits
 
 log = logging.getLogger(__name__)
+BackendFactory = Callable[[str, str], Backend]  # (role name, call key) -> the backend for that one call
 
 
 class AnalysisError(RuntimeError):
@@ -52,12 +54,14 @@ def error_info(exc: RoleError) -> dict[str, Any]:
 class Analysis:
     """One analysis of ``version``'s reference corpus (default: the incumbent) with ``backend``."""
 
-    def __init__(self, exp: Experiment, backend: Backend | dict[str, Backend], *, version: str | None = None,
+    def __init__(self, exp: Experiment, backend: Backend | dict[str, Backend] | BackendFactory, *,
+                 version: str | None = None,
                  harness_evidence: bool = True, out_dir: str | Path | None = None, per_task: int = 2,
                  max_pairs: int | None = None, max_usd: float | None = None, agents: AgentsConfig | None = None,
                  limits: dict[str, Any] | None = None):
-        """``backend``: one for every role, or one per role name; ``agents`` (experiment.toml's ``[agents]``)
-        adjusts each role's limits, then ``limits`` overrides fields for all three roles."""
+        """``backend``: one for every role, one per role name, or a factory ``(role, call key) -> Backend`` (one
+        replay recording per call); ``agents`` (experiment.toml's ``[agents]``) adjusts each role's limits, then
+        ``limits`` overrides fields for all three roles."""
         self.exp, self.backends, self.evidence = exp, backend, harness_evidence
         versions = exp.versions()
         self.tag = version or versions[-1]
@@ -119,8 +123,14 @@ class Analysis:
         return ws, corpus, None
 
     # ------------------------------------------------------------------------------------------ calls
-    def _call(self, role: Role, inputs: dict[str, Any], workspace: Path, harness: Path | None) -> RoleResult:
-        backend = self.backends[role.name] if isinstance(self.backends, dict) else self.backends
+    def _call(self, role: Role, inputs: dict[str, Any], workspace: Path, harness: Path | None,
+              call: str) -> RoleResult:
+        if isinstance(self.backends, dict):
+            backend = self.backends[role.name]
+        elif callable(self.backends) and not hasattr(self.backends, "run"):
+            backend = self.backends(role.name, call if self.evidence else f"noevidence-{call}")
+        else:
+            backend = self.backends
         return run_role(role, inputs, workspace, backend, transcripts=self.out / "transcripts",
                         budget=self.budget, harness=harness,
                         extra={"digest_mode": "full" if self.evidence else "trajectory"})
@@ -144,7 +154,7 @@ class Analysis:
             answer, problems = FindingAnswer.model_validate(first[0].finding), first[0].reason.split("\n")
         else:
             try:
-                res = self._call(self.analyst, inputs, ws, harness)
+                res = self._call(self.analyst, inputs, ws, harness, f"analyst-{pair.key.replace(':', '-')}")
             except RoleError as exc:
                 self._append(FindingEvent(key=key, commit=self.commit, pair=pair.key, status="failed",
                                           reason=str(exc), role_call=error_info(exc)))
@@ -157,7 +167,7 @@ class Analysis:
                                       role_call=call_info(res)))
         inputs.update(problems=problems, previous=answer.model_dump_json(indent=1))
         try:
-            res = self._call(self.analyst, inputs, ws, harness)
+            res = self._call(self.analyst, inputs, ws, harness, f"analyst-{pair.key.replace(':', '-')}-retry")
         except RoleError as exc:
             self._append(FindingEvent(key=key, commit=self.commit, pair=pair.key, status="failed",
                                       reason=f"after being sent back: {exc}", role_call=error_info(exc)))
@@ -188,7 +198,8 @@ class Analysis:
             info: dict[str, Any] = {"role": "grouper", "skipped": "one finding"}
         else:
             try:
-                res = self._call(self.grouper, {"findings": [_brief(f) for f in findings]}, self.exp.root, None)
+                res = self._call(self.grouper, {"findings": [_brief(f) for f in findings]}, self.exp.root, None,
+                                 "grouper")
                 drafts, info = list(GroupingAnswer.model_validate(res.output).groups), call_info(res)
             except RoleError as exc:
                 drafts, info = [], error_info(exc)  # ranking puts every finding in a group of its own
@@ -204,7 +215,7 @@ class Analysis:
         shown = [{"name": g.name, "wish": g.wish, "members": [_brief(findings[m]) for m in g.members]} for g in full]
         drafts = [GroupDraft(name=g.name, wish=g.wish, members=g.members) for g in full]
         try:
-            res = self._call(self.reviewer, {"groups": shown}, self.exp.root, None)
+            res = self._call(self.reviewer, {"groups": shown}, self.exp.root, None, "reviewer")
             reviews, info = list(ReviewAnswer.model_validate(res.output).reviews), call_info(res)
         except RoleError as exc:
             reviews, info = [], error_info(exc)  # no review: every group is disputed and stops here

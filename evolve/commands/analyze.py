@@ -13,18 +13,20 @@ from ..store import StoreError, open_experiment
 ROLES = ("analyst", "grouper", "reviewer")
 
 
-def _backends(exp, backend: str | None, recording: Path | None, record: bool) -> dict:
-    """One backend per role: from ``--backend`` when given, else from experiment.toml's ``[agents]``."""
+def _backends(exp, backend: str | None, recording: Path | None, record: bool):
+    """One backend per role (or, for replay, per call): from ``--backend`` when given, else from
+    experiment.toml's ``[agents]``."""
     from evolve.agents import make_backend
 
     cfg = exp.config
     if backend is None:
         return {r: cfg.agents.backend_for(r, cfg.endpoint) for r in ROLES}
-    if backend == "replay":
+    if backend == "replay":  # one recording per call (the replay backend records one call per file)
         if recording is None:
-            raise ValueError("--backend replay needs --recording DIR (one <role>.yaml per role)")
-        return {r: make_backend("replay", cfg.agents.endpoint or cfg.endpoint, recording=recording / f"{r}.yaml",
-                                record=record) for r in ROLES}
+            raise ValueError("--backend replay needs --recording DIR (one <call>.yaml per role call)")
+        endpoint = cfg.agents.endpoint or cfg.endpoint
+        return lambda role, call: make_backend("replay", endpoint, recording=recording / f"{call}.yaml",
+                                               record=record)
     if backend == "openai":
         return {r: make_backend("openai", cfg.agents.endpoint or cfg.endpoint) for r in ROLES}
     return {r: make_backend(backend, None) for r in ROLES}
