@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Literal, Self
 
 import httpx
+import psutil
 from pydantic import BaseModel, Field
 
 from ..errors import InfraError
@@ -111,10 +112,10 @@ def _pid_is(pid: int, command: list[str]) -> bool:
     A script such as ``vllm`` shows up as ``python …/vllm``, so the first two words are checked.
     """
     try:
-        words = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:2]
-    except OSError:
+        words = psutil.Process(pid).cmdline()[:2]
+    except psutil.Error:
         return False
-    want = os.path.basename(command[0]).encode() if command else b""
+    want = os.path.basename(command[0]) if command else ""
     return bool(want) and any(os.path.basename(w) == want for w in words)
 
 

@@ -32,6 +32,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from ..errors import EnvironmentBuildError, SandboxError, UnsupportedTaskError
 from .archive import split_sandbox_path, unpack_single, upload_payload
 from .base import Environment, ExecResult
@@ -384,8 +386,8 @@ def owner_alive(tag: str) -> bool:
 
 def _is_bash(pid: int) -> bool:
     try:
-        return os.path.basename(os.readlink(f"/proc/{pid}/exe")) == "bash"
-    except OSError:
+        return os.path.basename(psutil.Process(pid).exe()) == "bash"
+    except psutil.Error:
         return False
 
 
@@ -422,22 +424,19 @@ def reap_leftovers(job_id: str | None = None, include_live: bool = False) -> int
     same machine keep their sandboxes. (With ``--die-with-parent`` an orphan is rare; this is the backstop.)
     """
     killed = 0
-    for proc_dir in Path("/proc").iterdir():
-        if not proc_dir.name.isdigit():
+    for proc in psutil.process_iter(["name"]):
+        if proc.info["name"] != "bwrap":
             continue
         try:
-            if (proc_dir / "comm").read_text().strip() != "bwrap":
-                continue
-            environ = dict(item.split("=", 1) for item in
-                           (proc_dir / "environ").read_bytes().decode(errors="replace").split("\0") if "=" in item)
-        except OSError:
+            environ = proc.environ()
+        except psutil.Error:  # gone, or not ours to read
             continue
         if JOB_MARK not in environ or (job_id is not None and environ[JOB_MARK] != job_id):
             continue
         if include_live or not owner_alive(environ.get(OWNER_MARK, "")):
             try:
-                os.kill(int(proc_dir.name), signal.SIGKILL)
+                proc.kill()
                 killed += 1
-            except ProcessLookupError:
+            except psutil.NoSuchProcess:
                 pass
     return killed

@@ -1,0 +1,50 @@
+"""Process scans through psutil (issue 15 item 14): orphaned sandbox keepers are found by name and environment
+and killed, live owners' keepers are kept; the model server's pid check reads the command line."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+
+import pytest
+
+from trials.endpoints.serve import _pid_is
+from trials.environments.local import JOB_MARK, OWNER_MARK, owner_tag, reap_leftovers
+
+
+def _keeper(job: str, owner: str) -> subprocess.Popen:
+    env = {**os.environ, JOB_MARK: job, OWNER_MARK: owner}
+    return subprocess.Popen(["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "sleep", "120"], env=env)
+
+
+@pytest.mark.sandbox
+def test_reap_kills_only_keepers_whose_owner_is_gone(tmp_path):
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap (bwrap) is needed")
+    live = _keeper("scan-job", owner_tag())
+    dead = _keeper("scan-job", f"{socket.gethostname()}:999999999:1")  # a pid that cannot exist
+    other = _keeper("other-job", f"{socket.gethostname()}:999999999:1")
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(p.poll() is not None for p in (live, dead, other)):
+            time.sleep(0.05)
+        assert reap_leftovers("scan-job") == 1
+        assert dead.wait(timeout=10) == -9 and live.poll() is None and other.poll() is None
+        assert reap_leftovers("scan-job", include_live=True) == 1 and live.wait(timeout=10) == -9
+    finally:
+        for p in (live, dead, other):
+            p.kill()
+            p.wait()
+
+
+def test_pid_is_reads_the_command_line():
+    proc = subprocess.Popen(["sleep", "30"])
+    try:
+        assert _pid_is(proc.pid, ["/usr/bin/sleep", "30"]) and not _pid_is(proc.pid, ["python3"])
+    finally:
+        proc.kill()
+        proc.wait()
+    assert not _pid_is(proc.pid, ["sleep"])  # gone
