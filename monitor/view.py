@@ -8,7 +8,9 @@ or output cut before the model saw it, is visible at a glance.
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -88,6 +90,40 @@ def step_observation(step: dict[str, Any] | None) -> str | None:
     return None
 
 
+def step_thoughts(step: dict[str, Any] | None) -> tuple[str | None, str | None]:
+    """The analysis and plan of an agent step: recorded by the harness in ``extra``, else read from the reply
+    (a JSON object or XML tags); (None, None) when the reply has neither."""
+    if not step:
+        return None, None
+    extra = step.get("extra") if isinstance(step.get("extra"), dict) else {}
+    analysis, plan = extra.get("analysis"), extra.get("plan")
+    if analysis is None and plan is None and isinstance(step.get("message"), str):
+        text = step["message"]
+        start, end = text.find("{"), text.rfind("}")
+        if 0 <= start < end:
+            try:
+                obj = json.loads(text[start:end + 1])
+            except ValueError:
+                obj = None
+            if isinstance(obj, dict):
+                analysis, plan = obj.get("analysis"), obj.get("plan")
+        if analysis is None and plan is None:
+            found = {tag: re.search(rf"<{tag}>(.*?)(?:</{tag}>|$)", text, re.DOTALL) for tag in ("analysis", "plan")}
+            analysis, plan = (m.group(1).strip() if m else None for m in found.values())
+    return (str(analysis) if analysis is not None else None), (str(plan) if plan is not None else None)
+
+
+def _repr_field(text: str, name: str) -> str | None:
+    """A string field out of a dataclass repr (``Observation(text='...')``), for spans without a step."""
+    m = re.search(rf"\b{name}=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")", text)
+    if not m:
+        return None
+    try:
+        return str(ast.literal_eval(m.group(1)))
+    except (ValueError, SyntaxError):
+        return None
+
+
 def _first_arg(span: Span) -> str:
     args = span.args
     return next(iter(args.values()), "") if args else ""
@@ -100,7 +136,26 @@ def _capture_text(span: Span) -> str:
 
 
 def _span_actions(spans: list[Span]) -> list[str]:
-    return [f"(parser) {s.result}" for s in spans if s.stage == "parse" and s.result]
+    """What the parser returned, from its spans (no trajectory step): keystrokes, else its error, never a repr."""
+    out = []
+    for s in spans:
+        if s.stage != "parse" or not s.result:
+            continue
+        keys = re.findall(r"keystrokes=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")", s.result)
+        if keys:
+            out += [_visible(str(ast.literal_eval(k))) for k in keys]
+        elif (error := _repr_field(s.result, "error")) is not None:
+            out.append(f"(parse error) {error}")
+        elif "(" not in s.result[:40]:
+            out.append(s.result)
+        if "task_complete=True" in s.result:
+            out.append("[mark_task_complete]")
+    return out
+
+
+def _span_observation(span: Span) -> str:
+    return _repr_field(span.result or "", "text") or ("" if (span.result or "").startswith("Observation(")
+                                                      else span.result or "")
 
 
 # ---------------------------------------------------------------------------------------------- views
@@ -115,9 +170,12 @@ def render_steps(trace: TrialTrace, *, max_lines: int | None = 6, width: int | N
         steps = trace.steps_for_episode(ep)
         step = steps[-1] if steps else None
         model = [s for s in spans if s.stage == "model"]
+        extra = step.get("extra") if step and isinstance(step.get("extra"), dict) else {}
         head = f"━━ episode {ep}"
         if step is not None and "step_id" in step:
             head += f" · step {step['step_id']}"
+        if extra.get("summarization"):
+            head += f" · SUMMARIZED ({extra['summarization']})"
         if model:
             m = model[0]
             tokens = (m.attributes.get("gen_ai.usage.input_tokens"), m.attributes.get("gen_ai.usage.output_tokens"))
@@ -126,14 +184,27 @@ def render_steps(trace: TrialTrace, *, max_lines: int | None = 6, width: int | N
                 head += f" · {tokens[0]}→{tokens[1]} tokens"
         out.append("")
         out.append(head + " " + "━" * max(0, 60 - len(head)))
+        analysis, plan = step_thoughts(step)
+        if analysis:
+            out += _block("analysis", [analysis], max_lines, width)
+        if plan:
+            out += _block("plan", [plan], max_lines, width)
+        if extra.get("parse_error"):
+            out += _block("✗ parse error", [str(extra["parse_error"])], max_lines, width)
+            out += _block("model replied", [str(step.get("message") or "")], max_lines, width)
+        if extra.get("warnings"):
+            out += _block("warnings", [str(w) for w in extra["warnings"]], max_lines, width)
         actions = step_actions(step)
         out += _block("model asked", actions if actions is not None else _span_actions(spans), max_lines, width)
         out += _block("dispatched", [_visible(_first_arg(s)) for s in spans if s.stage == "dispatch"],
                       max_lines, width)
-        out += _block("came back", [_capture_text(s) for s in spans if s.stage == "capture"], max_lines, width)
+        captures = [s for s in spans if s.stage == "capture"]
+        if max_lines is not None:  # clipped view: the screen; the scrollback repeats it (see --full)
+            captures = [s for s in captures if s.args.get("entire") not in ("True", "true", "1")] or captures
+        out += _block("came back", [_capture_text(s) for s in captures], max_lines, width)
         shown = step_observation(step)
         if shown is None:
-            shown_items = [s.result or "" for s in spans if s.stage == "observation"]
+            shown_items = [_span_observation(s) for s in spans if s.stage == "observation"]
         else:
             shown_items = [shown]
         out += _block("model shown", shown_items, max_lines, width)
@@ -147,6 +218,17 @@ def render_steps(trace: TrialTrace, *, max_lines: int | None = 6, width: int | N
         out.append("")
         out += _block("✗ outside", [f"{s.boundary}: {s.data.status_message}" for s in orphans], max_lines, width)
     return "\n".join(out)
+
+
+def episode_records(trace: TrialTrace, episode: int | None = None) -> list[dict[str, Any]]:
+    """The raw form behind the step view: per episode its trajectory steps and its spans, JSON-ready."""
+    out = []
+    for ep in trace.episodes() if episode is None else [episode]:
+        out.append({"episode": ep, "steps": trace.steps_for_episode(ep), "spans": [
+            {"boundary": s.boundary, "stage": s.stage, "span_id": format(s.data.span_id, "016x"),
+             "ms": round(s.duration_ms, 3), "args": s.args, "return": s.result, "exception": s.exception}
+            for s in trace.in_episode(ep)]})
+    return out
 
 
 def render_tree(trace: TrialTrace, *, width: int | None = 140) -> str:

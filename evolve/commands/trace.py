@@ -10,7 +10,7 @@ import typer
 
 from monitor.export import export_file_to_collector
 from monitor.store import SPANS_FILENAME, TrialTrace, find_agent_dir
-from monitor.view import render_steps, render_tree
+from monitor.view import episode_records, render_steps, render_tree
 
 trace_app = typer.Typer(help="Show a trial's dual trace; export its spans to Phoenix/Jaeger.", no_args_is_help=True)
 
@@ -32,10 +32,16 @@ def show(
     episode: Annotated[int | None, typer.Option("--episode", "-e", help="only this episode")] = None,
     full: Annotated[bool, typer.Option("--full", help="do not clip long values")] = False,
     tree: Annotated[bool, typer.Option("--tree", help="print the span tree instead of the step view")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="the raw form: per episode, its trajectory steps and "
+                                          "spans as one JSON object a line")] = False,
 ) -> None:
-    """Per step: the model's actions, what the harness dispatched, what came back, what the model was shown."""
+    """Per step: the model's analysis and plan, its keystrokes, what the harness dispatched, what came back on
+    the screen and what the model was shown next; parse errors, warnings and summarizations are marked."""
     trace = _load(trial_dir)
-    if tree:
+    if as_json:
+        for record in episode_records(trace, episode):
+            typer.echo(json.dumps(record, ensure_ascii=False, default=str))
+    elif tree:
         typer.echo(render_tree(trace, width=None if full else 140))
     else:
         typer.echo(render_steps(trace, episode=episode, max_lines=None if full else 6,
