@@ -15,6 +15,7 @@ MCP server.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import stat
@@ -86,6 +87,7 @@ class ClaudeBackend:
                 setting_sources=[], hooks={"PreToolUse": [HookMatcher(matcher=None, hooks=[_confine_hook(ctx)])]},
                 output_format={"type": "json_schema", "schema": job.role.output.model_json_schema()},
                 env={**self._env(), "RISE_CLAUDE_PIDFILE": str(pidfile),
+                     "CLAUDE_CODE_MAX_OUTPUT_TOKENS": str(limits.max_output_tokens),
                      "RISE_CLAUDE_CLI": str(self.settings.cli_path or bundled_cli())},
                 cli_path=_wrapper(Path(tmp)),
                 stderr=lambda line: ctx.transcript.write("cli_stderr", text=clip(line, 2000)))
@@ -100,11 +102,19 @@ class ClaudeBackend:
                 _kill_cli(pidfile)
 
     async def _converse(self, client: Any, job: BackendJob) -> BackendReply:
-        from claude_agent_sdk import AssistantMessage, ResultMessage, TextBlock, ToolUseBlock
+        from claude_agent_sdk import (
+            AssistantMessage,
+            ResultMessage,
+            TextBlock,
+            ToolResultBlock,
+            ToolUseBlock,
+            UserMessage,
+        )
 
         ctx, role, limits = job.ctx, job.role, job.role.limits
         usage, cost, prompt = Usage(), 0.0, job.prompt
         fields: list[str] = []
+        asked: dict[str, str] = {}  # tool_use id -> tool name, to name the CLI's own tool results
         for attempt in range(limits.corrective_turns + 1):
             if attempt:
                 ctx.transcript.write("corrective_turn", fields=fields, text=clip(prompt))
@@ -115,7 +125,12 @@ class ClaudeBackend:
                     parts = [{"text": clip(b.text)} if isinstance(b, TextBlock)
                              else {"tool_call": b.name, "args": b.input, "id": b.id}
                              for b in message.content if isinstance(b, TextBlock | ToolUseBlock)]
+                    asked.update({b.id: b.name for b in message.content if isinstance(b, ToolUseBlock)})
                     ctx.transcript.write("model_response", parts=parts, model=message.model)
+                elif isinstance(message, UserMessage) and isinstance(message.content, list):
+                    for block in message.content:
+                        if isinstance(block, ToolResultBlock):
+                            _record_cli_result(ctx, asked.get(block.tool_use_id, "?"), block)
                 elif isinstance(message, ResultMessage):
                     result = message
             if result is None:
@@ -141,11 +156,22 @@ class ClaudeBackend:
                 prompt = (f"Answer only after at least {limits.min_tool_calls} tool calls (so far "
                           f"{ctx.usage.tool_calls}); read the files first, then answer again.")
                 continue
-            reply = BackendReply(output=output, usage=usage)
-            reply.cost = cost if not self.price.input_per_mtok and not self.price.output_per_mtok else None
-            return reply
+            # the CLI prices tokens as Anthropic's models; for another server the price table decides
+            return BackendReply(output=output, usage=usage, cost=None if self.settings.base_url else cost)
         raise RoleError(role.name, "invalid_output", f"no valid answer after {limits.corrective_turns} "
                         "corrective turn(s)", fields=fields, usage=usage)
+
+
+def _record_cli_result(ctx: ToolContext, name: str, block: Any) -> None:
+    """A tool result the CLI made itself (ours are logged by ``invoke``): a built-in tool it refused, or the
+    hook's denial. A refused Bash or file write that no hook saw counts as a refusal here."""
+    if name.startswith(f"mcp__{SERVER}__") or name == "StructuredOutput":
+        return
+    text = block.content if isinstance(block.content, str) else json.dumps(block.content, default=str)
+    ctx.transcript.write("cli_tool_result", tool=name, is_error=bool(block.is_error), result=clip(text, 2000))
+    if block.is_error and (name == "Bash" or name in WRITE_TOOLS) and block.tool_use_id not in ctx.extra.get(
+            "_denied_ids", set()):
+        ctx.usage.refusals += 1
 
 
 def _usage_of(result: Any) -> Usage:
@@ -186,6 +212,7 @@ def _confine_hook(ctx: ToolContext) -> Any:
         if reason is None:
             return {}
         ctx.usage.refusals += 1
+        ctx.extra.setdefault("_denied_ids", set()).add(tool_use_id)
         ctx.transcript.write("tool_denied", tool=name, args=args, reason=reason, by="PreToolUse hook")
         return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
                                        "permissionDecisionReason": reason}}
