@@ -33,7 +33,8 @@ class TaskSplit(BaseModel):
 
 class AdoptionPolicy(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    policy: Literal["paper", "paired"] = "paper"
+    policy: Literal["paper", "paired", "stratified"] = Field(
+        default="stratified", description="stratified (exact test, the default), paired (sign test) or paper")
     alpha: float = Field(default=0.05, gt=0, lt=1)
     baseline: Literal["reference", "control"] = "reference"
     sequential: bool = Field(default=False, description="stop an evaluation once its outcome is decided")

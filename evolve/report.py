@@ -27,6 +27,7 @@ from .show import (
     CostSummary,
     GridRef,
     VersionView,
+    decision_policy,
     load_grid,
     locate_baseline,
     locate_evaluation,
@@ -75,6 +76,8 @@ class CandidateRow:
     pass_at_1: float | None = None
     baseline_pass_at_1: float | None = None
     p_value: float | None = None
+    policy_note: str = ""  # the decision's policy and its measured false-adoption rate (final decisions only)
+    decision: dict[str, Any] = field(default_factory=dict)
     comparison: Comparison | None = None
     blocked_cells: list[str] = field(default_factory=list)  # "task#k: infra:<cause>"
     history: list[tuple[str, str]] = field(default_factory=list)  # (timestamp, what happened)
@@ -147,6 +150,7 @@ def _candidates(exp: Experiment) -> list[CandidateRow]:
                 row.pass_at_1 = d.get("pass_at_1", d.get("candidate_pass1"))
                 row.baseline_pass_at_1 = d.get("baseline_pass1")
                 row.p_value = d.get("p_value")
+                row.decision = {} if blocked else d
                 what = f"adopted as {row.version}" if row.version else row.status
                 row.history.append((ev.ts, f"{what}: {row.reason}"))
         for stage in ("smoke", "contracts"):
@@ -186,6 +190,8 @@ def build_report(exp: Experiment) -> Report:
         columns.append(col)
         base_dir, blabel = locate_baseline(exp, row.parent, row.round)
         base = load_grid(base_dir, blabel)
+        if row.decision:
+            row.policy_note = decision_policy(exp, row.decision, col.ref)
         if col.ref is not None:
             if base is not None:
                 row.comparison = compare(base.grid, col.ref.grid, base.r, col.ref.r)

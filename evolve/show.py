@@ -24,6 +24,7 @@ import git
 from trials.harness_api import CostLedger
 from trials.metrics import Comparison, Grid, GridMetrics, compare, compute_metrics, grid_from_results
 from trials.results import TrialResult
+from validate.adoption_sim import policy_note
 
 from .store import Experiment
 
@@ -226,6 +227,7 @@ class VersionView:
     status: str = ""
     reason: str = ""
     decision: dict[str, Any] = field(default_factory=dict)
+    policy: str = ""  # a final decision's policy and its measured false-adoption rate at the grid's size
     files: list[FileChange] = field(default_factory=list)
     code_diff: str = ""
     handbook: Any = None  # HandbookDiff | None
@@ -262,6 +264,15 @@ def _candidate_commits(exp: Experiment, created_commit: str) -> list[str]:
         if not nxt or nxt in chain:
             return chain
         chain.append(nxt)
+
+
+def decision_policy(exp: Experiment, decision: dict[str, Any], evaluation: GridRef | None) -> str:
+    """The line that states a decision's policy and that policy's measured false-adoption rate at the size of
+    the grid it was decided on (recorded with the decision; for older records, measured for the experiment's
+    policy at the evaluation grid's size)."""
+    ad, cfg = exp.config.adoption, exp.config
+    n_tasks = len(evaluation.grid) if evaluation is not None else len(cfg.tasks.development)
+    return policy_note(decision, ad.policy, ad.alpha, n_tasks, evaluation.r if evaluation is not None else cfg.r)
 
 
 def version_view(exp: Experiment, ref: str) -> VersionView:
@@ -307,6 +318,8 @@ def version_view(exp: Experiment, ref: str) -> VersionView:
     view.evaluation = load_grid(view.evaluation_dir, f"{view.label} evaluation")
     if view.evaluation_dir is not None and view.evaluation is None:
         view.notes.append(f"evaluation grid not found at {view.evaluation_dir}")
+    if view.decision and not view.decision.get("blocked"):
+        view.policy = decision_policy(exp, view.decision, view.evaluation)
     if view.parent is not None:
         _fill_changes(view, repo)
         view.baseline_dir, blabel = locate_baseline(exp, view.parent, view.round)
@@ -342,6 +355,8 @@ def render_text(view: VersionView, code: bool = True) -> str:
            f"status: {view.status}" + (f" — round {view.round}, candidate {view.slug}" if view.round else "")]
     if view.reason:
         out.append(f"decision: {view.reason}")
+    if view.policy and view.policy not in view.reason:
+        out.append(view.policy)
     if view.decision.get("regressions"):
         out.append(f"regressions of stable passes: {', '.join(view.decision['regressions'])}")
     out += [f"note: {n}" for n in view.notes]

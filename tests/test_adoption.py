@@ -11,8 +11,8 @@ BASE = {"a": [True] * 4, "b": [False] * 4, "c": [True, False, True, False]}
 def test_paper_policy_adopts_only_strictly_above():
     better = {"a": [True] * 4, "b": [True, False, False, False], "c": [True, False, True, False]}
     same = {t: list(v) for t, v in BASE.items()}
-    assert decide(better, BASE, TASKS, 4).adopt
-    d = decide(same, BASE, TASKS, 4)
+    assert decide(better, BASE, TASKS, 4, policy="paper").adopt
+    d = decide(same, BASE, TASKS, 4, policy="paper")
     assert d.decided and not d.adopt and "reject" in d.reason
 
 
@@ -25,7 +25,7 @@ def test_infra_cell_blocks_adoption_and_is_named():
 
 def test_regressions_of_stable_passes_always_listed():
     cand = {"a": [True, False, True, True], "b": [True] * 4, "c": [True] * 4}
-    d = decide(cand, BASE, TASKS, 4)
+    d = decide(cand, BASE, TASKS, 4, policy="paper")
     assert d.adopt and d.regressions == ["a"]
     assert stable_pass_regressions(cand, BASE) == ["a"]
 
@@ -50,7 +50,7 @@ def test_curtailment_never_changes_the_decision():
     """Exhaustive over a small grid: whenever curtailment decides early, every completion agrees."""
     tasks = ["a", "b"]
     base = {"a": [True, False], "b": [False, False]}
-    for policy in ("paper", "paired"):
+    for policy in ("paper", "paired", "stratified"):
         for full_bits in itertools.product([True, False], repeat=4):
             full = {"a": list(full_bits[:2]), "b": list(full_bits[2:])}
             final = decide(full, base, tasks, 2, policy=policy).adopt

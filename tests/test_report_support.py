@@ -129,7 +129,8 @@ def _link(vdir: Path, name: str, target: Path) -> None:
 def build_experiment(runs: Path, seed_parent: Path) -> Experiment:
     cfg = ExperimentConfig.model_validate({
         "name": "synth", "endpoint": {"base_url": "http://127.0.0.1:9/v1", "model": "scripted-model"},
-        "tasks": {"dir": "tasks", "development": DEV, "heldout": HELDOUT}, "r": R})
+        "tasks": {"dir": "tasks", "development": DEV, "heldout": HELDOUT}, "r": R,
+        "adoption": {"policy": "paper"}})  # the method as published: four tasks are too few for a test
     exp = init_experiment("synth", cfg, runs_dir=runs, seed_dir=make_seed(seed_parent))
     led, root = exp.ledger, exp.root
     c0 = exp.commit_of("v0")
@@ -163,14 +164,14 @@ def build_experiment(runs: Path, seed_parent: Path) -> Experiment:
     ev_v = write_job(root / "rounds" / "r01" / "verify" / "evaluation", VERIFY, tokens=1500)
     _book(led, cv, cv, "evaluation", ev_v, root, VERIFY)
     _evaluation(led, f"{cv}:evaluation", cv, ev_v, root, "evaluation")
-    d_v = decide(_grid(VERIFY), base, DEV, R)
+    d_v = decide(_grid(VERIFY), base, DEV, R, policy="paper")
     assert d_v.adopt
 
     ch, _ = _candidate(exp, 1, "harmful", harmful_edit)
     ev_h = write_job(root / "rounds" / "r01" / "harmful" / "evaluation", HARMFUL, tokens=800)
     _book(led, ch, ch, "evaluation", ev_h, root, HARMFUL)
     _evaluation(led, f"{ch}:evaluation", ch, ev_h, root, "evaluation")
-    d_h = decide(_grid(HARMFUL), base, DEV, R)
+    d_h = decide(_grid(HARMFUL), base, DEV, R, policy="paper")
     assert not d_h.adopt and d_h.regressions == ["alpha"]
     reason = d_h.reason + f"; regressions of stable passes: {', '.join(d_h.regressions)}"
     led.append(Rejection(key=f"{ch}:decision", commit=ch, reason=reason,
@@ -199,7 +200,7 @@ def build_experiment(runs: Path, seed_parent: Path) -> Experiment:
     cf, _ = _candidate(exp, 2, "flaky", flaky_edit)
     ev_f = write_job(root / "rounds" / "r02" / "flaky" / "evaluation", FLAKY, tokens=1200)
     _book(led, cf, cf, "evaluation", ev_f, root, FLAKY)
-    d_f = decide(_grid(FLAKY), _grid(VERIFY), DEV, R)
+    d_f = decide(_grid(FLAKY), _grid(VERIFY), DEV, R, policy="paper")
     assert not d_f.decided and "⊥" in d_f.reason
     led.append(Rejection(key=f"{cf}:blocked:1", commit=cf, reason=d_f.reason,
                          decision={"adopt": False, "decided": False, "reason": d_f.reason, "missing": d_f.missing,

@@ -4,25 +4,42 @@ Grids are ``{task: [outcome per repetition]}`` with outcome ``True`` (pass), ``F
 infrastructure failure); a list shorter than r means the remaining repetitions have not run yet. A decision needs
 a *complete* grid: a ⊥ cell always blocks adoption (rerun it), and the reason names the cells.
 
-Policies
-- ``paper``: adopt when the candidate's aggregate Pass@1 is strictly above the baseline's.
+Policies (``validate.adoption_stats`` has the statistics, ``validate.adoption_sim`` measures them):
+- ``stratified`` (the default): an exact one-sided conditional test stratified by task, tasks weighted by the
+  inverse variance of their pass rate; adopt when p <= alpha and the aggregate Pass@1 is above the baseline's.
+- ``paper``: adopt when the candidate's aggregate Pass@1 is strictly above the baseline's (the method as
+  published; it adopts a no-better candidate about half the time).
 - ``paired``: a one-sided paired test over tasks (exact sign test on per-task pass-rate differences; ties are
   dropped) at level ``alpha``; adopt when p < alpha and the aggregate Pass@1 is above the baseline's.
 
+Every decision states its policy and that policy's measured false-adoption rate at the grid's size
+(:func:`validate.adoption_sim.false_adoption_rate`), in its fields and at the end of its reason.
+
 Sequential early stopping (``curtail``): the evaluation may stop as soon as the remaining cells cannot change the
-decision of the complete grid (deterministic curtailment). It therefore never changes the decision, so its
-false-adoption rate equals the full grid's; it only saves trials. Regressions of tasks that were stable passes in
+decision of the complete grid (deterministic curtailment: the two extreme completions for ``paper`` and
+``paired``, which are monotone in each cell; p-value bounds over every completion for ``stratified``). It
+therefore never changes the decision, so its false-adoption rate equals the full grid's; it only saves trials. Regressions of tasks that were stable passes in
 the baseline are always listed, whatever the decision.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import asdict, dataclass, field
+
+from .adoption_sim import false_adoption_rate, policy_note, rate_basis
+from .adoption_stats import (
+    DEFAULT_POLICY,
+    POLICIES,
+    Policy,
+    check_policy,
+    decide_counts,
+    sign_test_p,
+    stratified_p_range,
+)
 
 Grid = dict[str, list[bool | None]]
-Policy = Literal["paper", "paired"]
+__all__ = ["DEFAULT_POLICY", "POLICIES", "Decision", "Grid", "Policy", "decide", "missing_cells", "pass_at_1",
+           "sign_test_p", "stable_pass_regressions"]
 
 
 @dataclass
@@ -35,6 +52,12 @@ class Decision:
     p_value: float | None = None
     regressions: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
+    policy: str = DEFAULT_POLICY
+    alpha: float | None = None  # None for ``paper``, which has no level
+    n_tasks: int = 0
+    r: int = 0
+    false_adoption: float | None = None  # measured rate of adopting a no-better candidate at this grid size
+    false_adoption_basis: str = ""  # how it was measured
 
 
 def _cells(grid: Grid) -> list[bool | None]:
@@ -67,46 +90,66 @@ def stable_pass_regressions(candidate: Grid, baseline: Grid) -> list[str]:
     )
 
 
-def sign_test_p(wins: int, losses: int) -> float:
-    """One-sided exact sign test: P(X >= wins) for X ~ Binomial(wins + losses, 1/2)."""
-    n = wins + losses
-    if n == 0:
-        return 1.0
-    return sum(math.comb(n, k) for k in range(wins, n + 1)) / 2**n
+def _counts(grid: Grid, tasks: list[str]) -> tuple[list[int], list[int]]:
+    """Per task of ``tasks``: passes and runs (⊥ counted as a run that did not pass, as Pass@1 does)."""
+    outs = [grid.get(t, []) for t in tasks]
+    return [sum(map(bool, o)) for o in outs], [len(o) for o in outs]
 
 
-def _paired_counts(candidate: Grid, baseline: Grid) -> tuple[int, int]:
-    wins = losses = 0
-    for t, b in baseline.items():
-        c = candidate.get(t, [])
-        if not b or not c:
-            continue
-        d = sum(map(bool, c)) / len(c) - sum(map(bool, b)) / len(b)
-        wins += d > 0
-        losses += d < 0
-    return wins, losses
+def _decide_complete(candidate: Grid, baseline: Grid, tasks: list[str], policy: str,
+                     alpha: float) -> tuple[bool, float | None]:
+    c, nc = _counts(candidate, tasks)
+    b, nb = _counts(baseline, tasks)
+    return decide_counts(c, nc, b, nb, policy, alpha)
 
 
-def _decide_complete(candidate: Grid, baseline: Grid, policy: Policy, alpha: float) -> tuple[bool, float | None]:
-    c1, b1 = pass_at_1(candidate), pass_at_1(baseline)
-    if policy == "paper":
-        return c1 > b1, None
-    if policy == "paired":
-        w, lo = _paired_counts(candidate, baseline)
-        p = sign_test_p(w, lo)
-        return (p < alpha and c1 > b1), p
-    raise ValueError(f"unknown adoption policy {policy!r} (paper or paired)")
+def _curtailed(candidate: Grid, baseline: Grid, tasks: list[str], r: int, policy: str,
+               alpha: float) -> bool | None:
+    """The decision every completion of ``candidate`` to r runs per task reaches, or None when they differ."""
+    if policy == "stratified":
+        b, nb = _counts(baseline, tasks)
+        ranges, most, least = [], 0, 0
+        for t, bt, nbt in zip(tasks, b, nb):
+            outs = _pad(candidate.get(t, []), r)
+            known = sum(o is True for o in outs)
+            unknown = sum(o is None for o in outs)
+            ranges.append((known, known + unknown, r, bt, nbt))
+            most, least = most + known + unknown, least + known
+        b1 = sum(b) / sum(nb) if sum(nb) else 0.0
+        p_low, p_high = stratified_p_range(ranges)
+        total = r * len(tasks)
+        if least / total > b1 and p_high <= alpha:
+            return True
+        if most / total <= b1 or p_low > alpha:
+            return False
+        return None
+    outcomes = set()  # paper and paired are monotone in each cell: the two extreme completions bound the rest
+    for fill in (True, False):
+        filled = {t: [(o if o is not None else fill) for o in _pad(candidate.get(t, []), r)] for t in tasks}
+        outcomes.add(_decide_complete(filled, baseline, tasks, policy, alpha)[0])
+    return outcomes.pop() if len(outcomes) == 1 else None
 
 
-def decide(candidate: Grid, baseline: Grid, tasks: list[str], r: int, policy: Policy = "paper",
+def decide(candidate: Grid, baseline: Grid, tasks: list[str], r: int, policy: Policy = DEFAULT_POLICY,
            alpha: float = 0.05, curtail: bool = False) -> Decision:
     """Decide adoption from a candidate grid against a complete baseline grid.
 
-    With ``curtail=True`` an incomplete candidate grid may already be decided: both policies are monotone in
-    each candidate cell (one more pass never turns adopt into reject), so when the all-pass and the all-fail
-    completions of the cells not yet run give the same decision, every completion does. Otherwise an incomplete
-    grid never adopts.
+    With ``curtail=True`` an incomplete candidate grid may already be decided when every completion of the
+    cells not yet run reaches the same decision (see the module docstring). Otherwise an incomplete grid never
+    adopts. The decision carries its policy and the policy's measured false-adoption rate at this grid size.
     """
+    check_policy(policy)
+    d = _decide(candidate, baseline, tasks, r, policy, alpha, curtail)
+    d.policy, d.alpha, d.n_tasks, d.r = policy, (None if policy == "paper" else alpha), len(tasks), r
+    d.false_adoption = false_adoption_rate(policy, len(tasks), r, alpha)
+    d.false_adoption_basis = rate_basis(len(tasks), r)
+    if d.decided:
+        d.reason += f" [{policy_note(asdict(d), policy, alpha, len(tasks), r)}]"
+    return d
+
+
+def _decide(candidate: Grid, baseline: Grid, tasks: list[str], r: int, policy: str, alpha: float,
+            curtail: bool) -> Decision:
     base_missing = missing_cells(baseline, tasks, r)
     if base_missing:
         return Decision(False, True, f"baseline grid incomplete: {len(base_missing)} cells ⊥/missing "
@@ -121,18 +164,15 @@ def decide(candidate: Grid, baseline: Grid, tasks: list[str], r: int, policy: Po
                         None, b1, None, regressions, infra)
     missing = missing_cells(candidate, tasks, r, infra=False)
     if not missing:
-        adopt, p = _decide_complete(candidate, baseline, policy, alpha)
+        adopt, p = _decide_complete(candidate, baseline, tasks, policy, alpha)
         c1 = pass_at_1(candidate)
+        test = "sign-test" if policy == "paired" else "exact stratified"
         why = (f"{policy}: candidate Pass@1 {c1:.3f} vs baseline {b1:.3f}"
-               + (f", sign-test p={p:.4f} (alpha {alpha})" if p is not None else ""))
+               + (f", {test} p={p:.4f} (alpha {alpha})" if p is not None else ""))
         return Decision(adopt, True, ("adopt — " if adopt else "reject — ") + why, c1, b1, p, regressions)
     if curtail:
-        outcomes = set()
-        for fill in (True, False):
-            filled = {t: [(o if o is not None else fill) for o in _pad(candidate.get(t, []), r)] for t in tasks}
-            outcomes.add(_decide_complete(filled, baseline, policy, alpha)[0])
-        if len(outcomes) == 1:
-            adopt = outcomes.pop()
+        adopt = _curtailed(candidate, baseline, tasks, r, policy, alpha)
+        if adopt is not None:
             return Decision(adopt, True, f"{'adopt' if adopt else 'reject'} — decided early by curtailment with "
                             f"{len(missing)} cells not run; no completion can change it", None, b1, None,
                             regressions, missing)
