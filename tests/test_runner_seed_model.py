@@ -1,8 +1,9 @@
 """The seed harness through ``rise eval`` against the real bundled model (llama.cpp + Qwen2.5-Coder-0.5B).
 
 Marked ``model`` (slow: minutes on CPU); skips when the server binary or the model is not cached (never builds).
-The task may pass or fail — a 0.5B model is not reliable — but the grid must be complete (no ⊥) and the trial
-must carry the model's token usage.
+Bounded by design: at most 4 episodes, a 256-token cap on every reply (the harness sends it), a fixed sampling
+seed and temperature 0. It asserts what the harness must do — complete the grid with the cell classified, book
+the model's usage, keep every reply within the cap — never what a 0.5B model happens to say (it may pass or fail).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from tests.fakes.bundled import bundled_server
 from .test_runner_sandbox import STARTER, _need_parts, rise_eval
 
 MODEL = "qwen2.5-coder-0.5b"
+CAP = 256
 pytestmark = [pytest.mark.model, pytest.mark.sandbox, pytest.mark.tmux]
 
 
@@ -28,6 +30,8 @@ def test_seed_on_the_bundled_model_completes_the_grid(tmp_path):
         out = tmp_path / "res.json"
         done = rise_eval("--tasks", str(STARTER), "--task", "hello-file", "--agent", "seed", "--env", "local",
                          "--base-url", spec.base_url, "--model", spec.model, "--setting", "terminus.max_episodes=4",
+                         "--setting", f"model.max_tokens={CAP}", "--setting", "model.seed=7",
+                         "--setting", "model.temperature=0",
                          "--job-dir", str(tmp_path / "job"), "--json", str(out), timeout=450)
     result = tmp_path / "job" / "hello-file__r1" / "result.json"
     assert done.returncode == 0, done.stdout + done.stderr + (result.read_text() if result.exists() else "")
@@ -36,3 +40,6 @@ def test_seed_on_the_bundled_model_completes_the_grid(tmp_path):
     res = json.loads((tmp_path / "job" / "hello-file__r1" / "result.json").read_text())
     assert res["model"] == MODEL and res["cost"]["generator"]["calls"] >= 1
     assert res["cost"]["generator"]["output_tokens"] > 0 and res["episodes"] >= 1
+    steps = json.loads((tmp_path / "job" / "hello-file__r1" / "agent" / "trajectory.json").read_text())["steps"]
+    replies = [st for st in steps if st.get("source") == "agent"]
+    assert replies and all(st["metrics"]["completion_tokens"] <= CAP for st in replies)
