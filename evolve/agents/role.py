@@ -93,16 +93,26 @@ def register_role(role: Role) -> Role:
     return role
 
 
+# Modules outside evolve/agents/roles/ that register roles (the analysis and research rooms); a module not
+# built yet is skipped, one that fails to import is an error.
+ROLE_MODULES = ("evolve.analysis.roles", "evolve.researcher")
+
+
 def _load_builtin_roles() -> None:
-    """Import every module of :mod:`evolve.agents.roles` (each registers its roles, and imports the modules of
-    any tools they add). A role elsewhere is known once its module is imported."""
+    """Import every module of :mod:`evolve.agents.roles` and of :data:`ROLE_MODULES` (each registers its roles,
+    and imports the modules of any tools they add). A role elsewhere is known once its module is imported."""
     import importlib
     import pkgutil
 
     from evolve.agents import roles
 
-    for info in pkgutil.iter_modules(roles.__path__):
-        importlib.import_module(f"{roles.__name__}.{info.name}")
+    names = [f"{roles.__name__}.{info.name}" for info in pkgutil.iter_modules(roles.__path__)]
+    for name in [*names, *ROLE_MODULES]:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
 
 
 def get_role(name: str) -> Role:
