@@ -27,6 +27,8 @@ from typing import Any
 import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from trials.validation import first_problem
+
 SCHEMA_VERSION = 1
 HANDBOOK_FILE = "HANDBOOK.toml"
 RENDERED_FILE = "HANDBOOK.md"
@@ -193,30 +195,13 @@ def handbook_path(path: str | os.PathLike) -> Path:
     return p / HANDBOOK_FILE if p.is_dir() else p
 
 
-def _field_path(loc: tuple[Any, ...], data: Any) -> str:
-    """Turn a pydantic location into ``stages[1] (parse).behaviours[0] (parse.json).functions[2]``."""
-    out, node = "", data
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-            node = node[part] if isinstance(node, list) and part < len(node) else None
-            if isinstance(node, dict) and isinstance(node.get("id"), str):
-                out += f" ({node['id']})"
-        else:
-            out += ("." if out else "") + str(part)
-            node = node.get(part) if isinstance(node, dict) else None
-    return out
-
-
 def parse_handbook(data: dict[str, Any], path: str | os.PathLike = "<handbook>") -> Handbook:
     """Validate already-parsed TOML data; errors name ``path`` and the first bad field."""
     try:
         return Handbook.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field = _field_path(tuple(first["loc"]), data) or None
-        more = f" (and {exc.error_count() - 1} more problem(s))" if exc.error_count() > 1 else ""
-        raise HandbookError(path, field, first["msg"].removeprefix("Value error, ") + more) from None
+        field, message = first_problem(exc, data, label_keys=("id",))
+        raise HandbookError(path, field, message) from None
 
 
 def load_handbook(path: str | os.PathLike) -> Handbook:

@@ -32,6 +32,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from trials.errors import RiseError
+from trials.validation import first_problem
 
 CONFIG_VERSION = 1
 CONFIG_FILENAME = "recording.toml"
@@ -162,10 +163,8 @@ class RecordingConfig(BaseModel):
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
-            err = exc.errors()[0]
-            key = ".".join(str(p) for p in err["loc"]) or None
-            more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-            raise RecordingConfigError(path, key, err["msg"] + more) from None
+            key, message = first_problem(exc, label_keys=())
+            raise RecordingConfigError(path, key, message) from None
 
     @classmethod
     def load(cls, path: str | Path) -> RecordingConfig:

@@ -37,7 +37,7 @@ def _with(text: str, old: str, new: str) -> str:
     ('functions = ["parsing:parse_response"]', 'functions = ["parsing.parse_response"]',
      "stages[1] (parse).behaviours[0] (parse.json).functions", "not a module:qualname"),
     ('settings = ["parsing.format"]', 'setting = ["parsing.format"]',
-     "stages[1] (parse).behaviours[0] (parse.json).setting", "Extra inputs"),
+     "stages[1] (parse).behaviours[0] (parse.json).setting", "unknown key"),
     ('id = "parse.json"', 'id = "loop.dispatch"', None, "used in stage 'loop' and again in stage 'parse'"),
     ("schema_version = 1", "schema_version = 7", "schema_version", "not supported"),
     ('responsibility = "One chat call per episode."\n', "",

@@ -22,8 +22,8 @@ def test_valid_config_and_limits(tmp_path):
 
 
 @pytest.mark.parametrize(("text", "key", "needle"), [
-    ('[[boundary]]\ntarget = "loop.Agent.step"\n', "boundary.0.target", "module:qualname"),
-    ('[[boundary]]\ntarget = "loop:Agent.step"\ncapture = 1\n', "boundary.0.capture", "Extra inputs"),
+    ('[[boundary]]\ntarget = "loop.Agent.step"\n', "boundary[0].target", "module:qualname"),
+    ('[[boundary]]\ntarget = "loop:Agent.step"\ncapture = 1\n', "boundary[0].capture", "unknown key"),
     ('[limits]\nmax_arg_chars = -1\n', "limits.max_arg_chars", "greater than or equal"),
     ('[redact]\npatterns = ["(unclosed"]\n', "redact.patterns", "not a valid regex"),
     ('[[boundary]]\ntarget = "a:f"\n[[boundary]]\ntarget = "a:f"\n', "boundary", "listed twice"),

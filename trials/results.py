@@ -20,6 +20,7 @@ from .agents import AgentSpec
 from .endpoints.spec import EndpointSpec
 from .errors import RiseError
 from .harness_api import CostLedger, write_json_atomic
+from .validation import describe
 
 RESULT_VERSION = 1
 JOB_VERSION = 1
@@ -59,8 +60,7 @@ def _load(model: type[BaseModel], path: str | os.PathLike):
     except FileNotFoundError:
         raise
     except ValidationError as exc:
-        fields = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
-        raise FormatError(path, f"invalid {model.__name__}: {fields}") from exc
+        raise FormatError(path, f"invalid {model.__name__}: {describe(exc)}") from exc
     except (OSError, ValueError) as exc:
         raise FormatError(path, f"unreadable {model.__name__}: {exc}") from exc
 

@@ -53,6 +53,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from trials.errors import RiseError
+from trials.validation import first_problem
 
 CONTRACT_VERSION = 1
 CONTRACTS_DIR = "contracts"
@@ -472,28 +473,12 @@ class Contract(BaseModel):
         raise KeyError(f"contract {self.mechanism!r} has no case {name!r}")
 
 
-def _field(loc: tuple[Any, ...], data: Any) -> str:
-    out, node = "", data
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-            node = node[part] if isinstance(node, list) and part < len(node) else None
-            if isinstance(node, dict) and isinstance(node.get("name"), str):
-                out += f" ({node['name']})"
-        else:
-            out += ("." if out else "") + str(part)
-            node = node.get(part) if isinstance(node, dict) else None
-    return out
-
-
 def parse_contract(data: dict[str, Any], path: str | Path = "<contract>") -> Contract:
     try:
         contract = Contract.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        raise ContractError(path, _field(tuple(first["loc"]), data) or None,
-                            first["msg"].removeprefix("Value error, ") + more) from None
+        field, message = first_problem(exc, data, label_keys=("name",))
+        raise ContractError(path, field, message) from None
     stem = Path(path).stem
     if str(path) != "<contract>" and contract.mechanism != stem:
         raise ContractError(path, "mechanism", f"{contract.mechanism!r} must match the file name {stem!r}")

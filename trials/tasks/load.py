@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 from pydantic import ValidationError
 
 from trials.errors import TaskError
+from trials.validation import problems as validation_errors
 
 from .model import Task, TaskConfig
 
@@ -73,17 +74,7 @@ def expand_config_env(config: TaskConfig, file: str) -> tuple[TaskConfig, list[P
 
 def validation_problems(exc: ValidationError, file: str) -> list[Problem]:
     """One :class:`Problem` per pydantic error, keyed by the dotted path in the file."""
-    problems = []
-    for err in exc.errors():
-        key = ".".join(str(part) for part in err["loc"]) or None
-        if err["type"] == "extra_forbidden":
-            message = "unknown key"
-        else:
-            message = err["msg"]
-            if "input" in err and err["type"] != "missing":
-                message += f" (got {err['input']!r})"
-        problems.append(Problem(file, key, message))
-    return problems
+    return [Problem(file, key, message) for key, message in validation_errors(exc, with_input=True)]
 
 
 def parse_task_toml(path: Path) -> tuple[TaskConfig | None, list[Problem]]:
