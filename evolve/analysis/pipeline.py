@@ -18,6 +18,8 @@ from io import BytesIO
 from pathlib import Path
 from typing import Any
 
+import git
+
 from evolve.agents import Backend, Budget, Role, RoleError, RoleResult, run_role
 from evolve.agents.config import AgentsConfig
 from evolve.ledger import FindingEvent, GroupEvent, Ledger, ReviewEvent
@@ -93,7 +95,7 @@ class Analysis:
     def _handbook(self) -> Handbook | None:
         try:
             return loads_handbook(self.exp.repo.git.show(f"{self.tag}:{HANDBOOK_FILE}"), f"{self.tag}:{HANDBOOK_FILE}")
-        except (HandbookError, Exception) as exc:  # noqa: BLE001 (a version without a Handbook still gets analysed)
+        except (HandbookError, git.GitCommandError) as exc:  # a version without a Handbook is still analysed
             log.warning("no Handbook for %s (%s): findings name no behaviours", self.tag, exc)
             return None
 
