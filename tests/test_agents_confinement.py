@@ -110,3 +110,29 @@ def test_a_hanging_call_is_killed_at_its_deadline_with_nothing_left(worktree: Pa
         time.sleep(0.1)
     assert not _sandboxed_children()
     assert not any("sleep 300" in " ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"]))
+
+
+@pytest.mark.tmux
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+def test_check_runs_the_smoke_check_of_the_worktree(tmp_path: Path) -> None:
+    """``check()`` reports the real smoke check: a broken module fails it by name; repaired, it passes."""
+    import asyncio
+
+    from evolve.agents import ToolContext, get_tool
+    from evolve.agents.tools import invoke
+    from evolve.agents.transcript import Transcript
+
+    worktree = tmp_path / "harness"
+    shutil.copytree(Path(__file__).parents[1] / "harness_seed", worktree,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    ctx = ToolContext(workspace=worktree, limits=Limits(tool_output_chars=20000),
+                      transcript=Transcript(tmp_path / "t.jsonl", "t"), extra={"check_out": str(tmp_path / "smoke")})
+    main = worktree / "main.py"
+    original = main.read_text()
+    main.write_text(original + "\nthis is not python\n")
+    broken = asyncio.run(invoke(get_tool("check"), ctx, {}))
+    assert "FAILED" in broken and "[FAIL] import" in broken
+    main.write_text(original)
+    fixed = asyncio.run(invoke(get_tool("check"), ctx, {}))
+    assert "smoke check of" in fixed and "passed" in fixed.splitlines()[0], fixed
+    assert "contracts: not run" in fixed
