@@ -113,7 +113,8 @@ class CheckStages:
             job = self.exp.root / "rounds" / f"r{round_no:02d}" / cand.slug / "screening"
             book = LedgerBook(self.led, self.exp.root, commit, key, "screening")
             res = await screen(self.plan("screening", wt, tasks, 1, job), book, boundaries,
-                               env_factory=self.env_factory, progress=self.progress)
+                               env_factory=self.env_factory, progress=self.progress,
+                               incumbent_job=self.baseline_dir)
             details = res.details()
             charged = charged_cells(self.led, commit, "screening", res.outcome.results, baseline or {},
                                     self.infra_limit) if res.inconclusive else {}

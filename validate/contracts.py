@@ -17,6 +17,10 @@ and every later round, must select exactly those values. A crashed run (no outco
 
 Static problems (a contract that does not load, a switch key that settings.toml lacks, a hook or span that
 does not exist, a dependency on an unknown mechanism) fail the check before anything runs.
+
+A check that could not fail is a failure too: no configuration to run, a configuration in which no expectation
+of a contract was checked, or a positive case whose ``on`` and ``off`` runs behave the same (the same reply
+rules answered, the same claims, requests, status, reward and spans per boundary: the switch changed nothing).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import datetime as dt
 import json
 import logging
 import tempfile
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -240,6 +245,25 @@ def config_settings(config: Config, contract: Contract, case: Case, contracts: d
 
 
 # ---------------------------------------------------------------------------------------------- checking
+def behaviour(document: dict[str, Any]) -> str:
+    """What a scenario run visibly did, for telling the ``on`` run from the ``off`` run of a positive case."""
+    spans = sorted(Counter(str(s.get("boundary")) for s in document.get("spans") or []).items())
+    return json.dumps({k: document.get(k) for k in ("rules", "claims", "requests", "status", "reward")}
+                      | {"spans": spans}, sort_keys=True, default=str)
+
+
+def vacuity_problems(contracts: dict[str, Contract], chosen: list[str], runs: list[CaseRun],
+                     configs: tuple[Config, ...]) -> list[ContractFailure]:
+    """Configurations in which a contract checked no expectation at all: it passed there without a test."""
+    out = []
+    for m in chosen:
+        for config in configs:
+            if not any(r.checked for r in runs if r.mechanism == m and r.config == config):
+                out.append(ContractFailure(m, f"no expectation was checked in configuration {config!r}; each "
+                                           "configuration needs at least one (set its configs)", config=config))
+    return out
+
+
 def evaluate_run(contract: Contract, case: Case, config: Config, run: ScenarioRun, frozen: FrozenStore,
                  source: str, frozen_added: list[str]) -> CaseRun:
     """Check a case run's expectations for ``config`` (freezing incumbent values on the incumbent)."""
@@ -292,6 +316,8 @@ async def _run_case(contract: Contract, case: Case, contracts: dict[str, Contrac
     known = {"incumbent": _settings_keys(incumbent), "candidate": _settings_keys(candidate)}
     source = f"incumbent {agents['incumbent'].harness_version}"
 
+    seen: dict[Config, str] = {}
+
     async def one(config: Config) -> CaseRun:
         harness = incumbent if config == "incumbent" else candidate
         keys = known["incumbent" if config == "incumbent" else "candidate"]
@@ -299,6 +325,7 @@ async def _run_case(contract: Contract, case: Case, contracts: dict[str, Contrac
         async with sem:
             run = await run_scenario(harness, case, task, settings, base / config, label=config,
                                      agent=agents["incumbent" if config == "incumbent" else "candidate"])
+        seen[config] = behaviour(run.document)
         return evaluate_run(contract, case, config, run, frozen, source, frozen_added)
 
     results = []
@@ -307,7 +334,14 @@ async def _run_case(contract: Contract, case: Case, contracts: dict[str, Contrac
     rest = [c for c in configs if c != "incumbent"]
     async with asyncio.TaskGroup() as tg:
         tasks = [tg.create_task(one(c)) for c in rest]
-    return results + [t.result() for t in tasks]
+    results += [t.result() for t in tasks]
+    if case.kind == "positive" and "on" in seen and "off" in seen and seen["on"] == seen["off"]:
+        on = next(r for r in results if r.config == "on")
+        on.failures.append(ContractFailure(contract.mechanism, "the on and off runs behave the same on this positive "
+                                           "case (same replies, claims, status, reward and spans): the switch "
+                                           "changed nothing", case.name, case.kind, "on", None, on.trial_dir))
+        on.passed = False
+    return results
 
 
 async def _attempt(candidate: Path, incumbent: Path, frozen: FrozenStore, out: Path, *,
@@ -330,8 +364,8 @@ async def _attempt(candidate: Path, incumbent: Path, frozen: FrozenStore, out: P
     report = ContractReport(False, str(candidate), str(incumbent), chosen, problems=problems, out_dir=str(out))
     if problems:
         return report
-    if not configs:
-        report.passed = True
+    if not configs:  # nothing would run: a pass here would prove nothing
+        report.problems.append(ContractFailure("-", "no configuration to check (configs is empty)"))
         return report
     try:
         agents = {"candidate": harness_agent(candidate), "incumbent": harness_agent(incumbent)}
@@ -344,6 +378,7 @@ async def _attempt(candidate: Path, incumbent: Path, frozen: FrozenStore, out: P
                                          configs, report.frozen_added, agents))
                 for m in chosen for case in contracts[m].cases]
     report.runs = [r for j in jobs for r in j.result()]
+    report.problems += vacuity_problems(contracts, chosen, report.runs, configs)
     report.passed = not report.failures
     return report
 

@@ -12,7 +12,9 @@ moving cut-off or ⊥ attempts aside, ``job_result.json``), but cell by cell so 
   what stays ⊥ leaves the grid incomplete, never silently dropped.
 
 ``screen`` runs the candidate once on the tasks its proposal concerns and reads the spans: the mechanism ran
-iff a boundary the proposal (or its contract, or its recording config) names has at least one span.
+iff a boundary the proposal (or its contract, or its recording config) names has at least one span, and that
+boundary is the mechanism's own: one the incumbent's trials of the same tasks never hit (a boundary every step
+hits, such as the loop's step, shows only that the harness ran).
 Nothing here knows about rounds or the ledger: callers pass a book.
 
 ``kill_point(stage)`` is a test hook: with ``RISE_TEST_KILL_AT=<stage>[@n]`` in the environment the process
@@ -294,10 +296,16 @@ class ScreeningOutcome:
     boundaries: list[str]
     spans: dict[str, int]  # boundary -> spans seen over all screening trials
     per_trial: dict[str, list[str]]  # trial folder name -> boundaries seen there
+    common: list[str] = field(default_factory=list)  # named boundaries the incumbent's trials hit as well
+
+    @property
+    def evidence(self) -> dict[str, int]:
+        """Spans of the boundaries that are the mechanism's own (not hit by the incumbent too)."""
+        return {b: n for b, n in self.spans.items() if b not in self.common}
 
     @property
     def mechanism_ran(self) -> bool:
-        return any(self.spans.values())
+        return any(self.evidence.values())
 
     @property
     def inconclusive(self) -> bool:
@@ -310,10 +318,15 @@ class ScreeningOutcome:
 
     def details(self) -> dict[str, Any]:
         res = self.outcome.results
-        why = (f"spans of {', '.join(b for b, n in self.spans.items() if n)}" if self.mechanism_ran else
+        own = [b for b in self.boundaries if b not in self.common]
+        why = (f"spans of {', '.join(b for b, n in self.evidence.items() if n)}" if self.mechanism_ran else
                "no boundary was named" if not self.boundaries else
-               f"no span of {', '.join(self.boundaries)} in {len(res)} screening trial(s)")
+               f"only boundaries the incumbent hits as well ({', '.join(self.common)}), which do not show the "
+               "mechanism acted" if not own else
+               f"no span of {', '.join(own)} in {len(res)} screening trial(s)"
+               + (f" (not counted, the incumbent hits them too: {', '.join(self.common)})" if self.common else ""))
         return {"boundaries": self.boundaries, "spans": self.spans, "per_trial": self.per_trial,
+                "common_with_incumbent": self.common,
                 "tasks": sorted({t for t, _ in res}), "inconclusive": self.inconclusive, "reason": why,
                 "trials": {trial_name(t, k): r.status for (t, k), r in sorted(res.items())},
                 "job_dir": str(self.outcome.plan.job_dir)}
@@ -326,9 +339,23 @@ def boundary_spans(trial_dir: Path, boundaries: list[str]) -> dict[str, int]:
     return {b: len(trace.spans_of(b)) for b in boundaries}
 
 
+def incumbent_hits(job_dir: Path | None, tasks: Iterable[str], boundaries: list[str]) -> list[str]:
+    """The named boundaries that the incumbent's trials of ``tasks`` in ``job_dir`` hit (its reference or
+    control grid): spans of these show only that the harness ran, not that a candidate's mechanism acted."""
+    if job_dir is None or not boundaries:
+        return []
+    wanted = set(tasks)
+    hit: set[str] = set()
+    for tdir in sorted(Path(job_dir).glob("*__r*")):
+        if tdir.is_dir() and tdir.name.rpartition("__r")[0] in wanted and (tdir / "result.json").is_file():
+            hit.update(b for b, n in boundary_spans(tdir, boundaries).items() if n)
+    return sorted(hit)
+
+
 async def screen(plan: GridPlan, book: TrialBook, boundaries: list[str], *, env_factory: EnvFactory | None = None,
-                 progress: bool = False) -> ScreeningOutcome:
-    """Run ``plan`` (normally r=1 on the proposal's tasks) and check that a named boundary has spans."""
+                 progress: bool = False, incumbent_job: Path | None = None) -> ScreeningOutcome:
+    """Run ``plan`` (normally r=1 on the proposal's tasks) and check that a named boundary the incumbent's
+    trials of the same tasks (``incumbent_job``) never hit has spans."""
     outcome = await run_grid(plan, book, env_factory=env_factory, progress=progress)
     total: Counter[str] = Counter({b: 0 for b in boundaries})
     per_trial: dict[str, list[str]] = {}
@@ -336,7 +363,8 @@ async def screen(plan: GridPlan, book: TrialBook, boundaries: list[str], *, env_
         seen = boundary_spans(tdir, boundaries) if boundaries else {}
         total.update(seen)
         per_trial[tdir.name] = sorted(b for b, n in seen.items() if n)
-    return ScreeningOutcome(outcome, list(boundaries), dict(total), per_trial)
+    common = incumbent_hits(incumbent_job, plan.task_names, list(boundaries))
+    return ScreeningOutcome(outcome, list(boundaries), dict(total), per_trial, common)
 
 
 def grid_of_job(job_dir: Path) -> tuple[Grid, GridMetrics]:
