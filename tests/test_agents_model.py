@@ -64,7 +64,7 @@ def test_explorer_on_the_bundled_model_then_its_recording_replays_identically(tm
     ws = trial_workspace(tmp_path)
     recording = tmp_path / "explorer-greet.yaml"
     role = get_role("explorer")
-    with bundled_server("agents", ctx=8192, parallel=1, model=MODEL) as (_, spec):
+    with bundled_server("agents", ctx=16384, parallel=1, model=MODEL) as (_, spec):
         live = make_backend("replay", spec, recording=recording, record=True)
         first = outcome_of(lambda: run_role(role, {"question": QUESTION}, ws, live, transcripts=tmp_path / "tr"))
     assert len(first["tools"]) >= 1 or "error" in first

@@ -31,5 +31,6 @@ EXPLORER = register_role(Role(
     output=ExplorerAnswer,
     inputs=ExplorerInputs,
     tools=("list_dir", "read_file", "grep", "trajectory_step", "spans"),
-    limits=Limits(max_turns=8, max_output_tokens=400, deadline_s=300, corrective_turns=2, min_tool_calls=2),
+    limits=Limits(max_turns=8, max_output_tokens=400, deadline_s=300, corrective_turns=2, min_tool_calls=2,
+                  tool_output_chars=3000),  # small local models have small contexts
 ))
