@@ -7,6 +7,7 @@ they are written, so a killed call keeps everything up to the kill.
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 from datetime import UTC, datetime
@@ -32,6 +33,7 @@ class Transcript:
         self._fh = path.open("a", encoding="utf-8")
         self._start = time.monotonic()
         self._seq = 0
+        self._lock = threading.Lock()  # tools run in worker threads; lines must not interleave
 
     @classmethod
     def create(cls, folder: Path, role: str) -> Transcript:
@@ -39,16 +41,18 @@ class Transcript:
         return cls(folder / f"{call_id}.jsonl", call_id)
 
     def write(self, kind: str, **data: Any) -> None:
-        if self._fh.closed:
-            return
-        self._seq += 1
-        line = {"seq": self._seq, "t": round(time.monotonic() - self._start, 4), "kind": kind, **data}
-        self._fh.write(json.dumps(line, default=_default, ensure_ascii=False) + "\n")
-        self._fh.flush()
+        with self._lock:
+            if self._fh.closed:
+                return
+            self._seq += 1
+            line = {"seq": self._seq, "t": round(time.monotonic() - self._start, 4), "kind": kind, **data}
+            self._fh.write(json.dumps(line, default=_default, ensure_ascii=False) + "\n")
+            self._fh.flush()
 
     def close(self) -> None:
-        if not self._fh.closed:
-            self._fh.close()
+        with self._lock:
+            if not self._fh.closed:
+                self._fh.close()
 
 
 def _default(value: Any) -> Any:
