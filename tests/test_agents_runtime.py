@@ -143,3 +143,14 @@ def test_prompted_output_mode_validates_json_text(workspace: Path, tmp_path: Pat
         result = run_role(role, {"question": "q"}, workspace, backend(srv), transcripts=tmp_path)
     assert result.output.model_dump() == GOOD
     assert "corrective_turn" in kinds(result.transcript)
+
+
+def test_a_calls_dollar_limit_stops_it_as_a_limit(workspace: Path, tmp_path: Path) -> None:
+    price = PriceTable(input_per_mtok=1000.0, output_per_mtok=1000.0)  # $0.001 per token
+    role = get_role("explorer").model_copy(update={"limits": Limits(max_usd=0.5, min_tool_calls=0)})
+    script = [call("list_dir")] * 5 + [call("final_answer", **GOOD)]
+    with ScriptedServer(script) as srv:
+        with pytest.raises(RoleError) as info:
+            run_role(role, {"question": "q"}, workspace, backend(srv, price), transcripts=tmp_path)
+        assert srv.remaining > 0  # stopped before the script ran out
+    assert info.value.kind == "limit" and info.value.cost > 0

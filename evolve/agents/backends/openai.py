@@ -68,6 +68,13 @@ class OpenAIBackend:
         settings = {k: v for k, v in self.settings.items() if k in ("temperature", "top_p", "seed")}
         return {**settings, "max_tokens": max_tokens, **job.settings}
 
+    def _token_cap(self, limits: Any) -> int | None:
+        """A call's ``max_usd`` as a token ceiling at the dearer of the two prices (None: no $ limit or free)."""
+        dearest = max(self.price.input_per_mtok, self.price.output_per_mtok)
+        if limits.max_usd is None or dearest <= 0:
+            return None
+        return max(1, int(limits.max_usd * 1e6 / dearest))
+
     async def run(self, job: BackendJob) -> BackendReply:
         client = self._client()
         try:
@@ -90,7 +97,7 @@ class OpenAIBackend:
                                  f"(so far {job.ctx.usage.tool_calls}); read the files first")
             return output
 
-        usage_limits = UsageLimits(request_limit=limits.max_turns)
+        usage_limits = UsageLimits(request_limit=limits.max_turns, total_tokens_limit=self._token_cap(limits))
         transcript = job.ctx.transcript
         with capture_run_messages() as messages:
             try:
