@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from evolve.agents.config import AgentsConfig
 from trials.endpoints.spec import EndpointSpec
 from trials.executors.config import ExecutorConfig
+from trials.validation import describe
 
 EXPERIMENT_VERSION = 1
 
@@ -75,8 +76,7 @@ class ExperimentConfig(BaseModel):
         try:
             config = cls.model_validate(data)
         except ValidationError as exc:
-            problems = "; ".join(f"[{'.'.join(map(str, e['loc']))}] {e['msg']}" for e in exc.errors())
-            raise ValueError(f"{path}: {problems}") from None
+            raise ValueError(f"{path}: {describe(exc, data)}") from None
         tasks_dir = Path(config.tasks.dir).expanduser()
         if not tasks_dir.is_absolute():  # relative to the file, never to wherever the command happens to run
             config.tasks.dir = str((path.parent / tasks_dir).resolve())

@@ -52,7 +52,7 @@ def test_status_show_report_name_a_bad_ledger_or_config(tmp_path, broken):
         where, broken_file = "ledger.jsonl:2: invalid ledger event", "ledger.jsonl"
     else:
         (exp.root / "experiment.toml").write_text(exp.config_path.read_text().replace("r = 2", "r = 0"))
-        where, broken_file = "greater than or equal to 1", "experiment.toml"
+        where, broken_file = "experiment.toml: r: Input should be greater than or equal to 1", "experiment.toml"
     runs = str(tmp_path / "runs")
     for args in (["status", "exp"], ["show", "exp", "v0"], ["report", "exp"]):
         res = CliRunner().invoke(app, [*args, "--runs-dir", runs])
