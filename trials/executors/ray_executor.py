@@ -70,6 +70,11 @@ def _reap_here(env_kind: str, job_id: str) -> int:
         return 0
 
 
+def _same_port(connected: str, wanted: str) -> bool:
+    """Whether two ``host:port`` cluster addresses name the same GCS (hosts may be spelt differently)."""
+    return connected == wanted or connected.rpartition(":")[2] == wanted.rpartition(":")[2]
+
+
 def slots_offered(nodes: list[dict[str, Any]], need: dict[str, float]) -> int:
     """How many trials needing ``need`` the alive ``nodes`` (``ray.nodes()`` rows) can hold at once."""
     total = 0
@@ -94,8 +99,12 @@ class RayExecutor(Executor):
 
     async def start(self) -> None:
         ray = self._ray = _import_ray()
+        wanted = self.config.address
+        if ray.is_initialized() and wanted not in (None, "auto") and not _same_port(
+                ray.get_runtime_context().gcs_address, wanted):
+            ray.shutdown()  # this process talks to another cluster (an earlier grid's); switch
         if not ray.is_initialized():
-            address = self.config.address or "auto"
+            address = wanted or "auto"
             try:
                 ray.init(address=address, log_to_driver=False, logging_level="WARNING")
             except Exception as exc:  # ConnectionError, RuntimeError...: one clear message
