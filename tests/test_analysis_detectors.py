@@ -64,6 +64,14 @@ def test_keys_while_running(tmp_path):
     assert [r.episode for r in h.evidence][:2] == [0, 1]
 
 
+def test_keys_while_the_command_line_is_still_the_last_line(tmp_path):
+    t = CraftedTrial(tmp_path)
+    t.episode([("sleep 3; echo done\n", 0.1)], observation=screen(PROMPT + "sleep 3; echo done"))
+    t.episode([("ls\n", 0.1)], observation=screen(PROMPT + "ls", PROMPT))
+    [h] = hits(t.write(), "keys_while_running")
+    assert h.episode == 1
+
+
 def test_interrupt_after_a_running_command_is_not_a_hit(tmp_path):
     t = CraftedTrial(tmp_path)
     t.episode([("sleep 30\n", 0.1)], observation=screen(PROMPT + "sleep 30", "still going"))

@@ -124,10 +124,13 @@ def keys_while_running(view: TrialView) -> list[Hit]:
     out = []
     for prev, ep in zip(view.episodes, view.episodes[1:]):
         terminal = prev.terminal
-        if terminal is None or prev.extra.get("timed_out") or not ep.commands:
+        if terminal is None or prev.extra.get("timed_out") or not ep.commands or not last_line(terminal):
             continue
-        if is_prompt_line(last_line(terminal)) or not last_line(terminal):
-            continue
+        typed = typed_at_prompt(last_line(terminal))
+        if typed == "":
+            continue  # a bare prompt: the shell was waiting for input
+        if typed is not None and not (prev.commands and prev.commands[-1][0].endswith("\n")):
+            continue  # typed but never run (keys_without_newline), not a running command
         keys = ep.commands[0][0]
         if keys.strip() in _INTERRUPTS:
             continue
