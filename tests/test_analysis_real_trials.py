@@ -20,7 +20,7 @@ from evolve.analysis.pairs import make_pairs
 from evolve.analysis.pipeline import Analysis
 from evolve.store import init_experiment
 from tests.test_analysis_support import ScriptedBackend, finding_answer
-from trials.endpoints.scripted import ScriptedServer
+from trials.endpoints.scripted import ScriptedError, ScriptedServer
 
 REPO = Path(__file__).resolve().parents[1]
 REAL = REPO / "tests" / "data" / "analysis" / "trials"
@@ -35,14 +35,25 @@ def _parts_missing() -> str | None:
     return None if bwrap_available() else "bubblewrap cannot create a sandbox here"
 
 
-def reply(keys: str | None, complete: bool = False) -> str:
-    return json.dumps({"analysis": "a", "plan": "p", "commands": [{"keystrokes": keys, "duration": 0.3}] if keys
-                       else [], "task_complete": complete})
+def reply(keys: str | None, complete: bool = False, duration: float = 0.3) -> str:
+    return json.dumps({"analysis": "a", "plan": "p", "commands": [{"keystrokes": keys, "duration": duration}]
+                       if keys else [], "task_complete": complete})
 
 
-# run 1 types the command without Enter and claims twice (fails); run 2 solves it (passes)
+# run 1 types the command without Enter and claims twice (fails); run 2 solves it (passes); run 3 walks through
+# most detectors' patterns until the episode limit (fails)
 REPLIES = [reply("echo 'Hello, world!' > /app/hello.txt"), reply(None, True), reply(None, True),
-           reply("printf 'Hello, world!\\n' > /app/hello.txt\n"), reply(None, True), reply(None, True)]
+           reply("printf 'Hello, world!\\n' > /app/hello.txt\n"), reply(None, True), reply(None, True),
+           "this is not JSON",                                                             # parse_error
+           '{"analysis": "a", "plan": "p", "commands": [{"keystrokes": "seq 1 3000\\n", "duration": 0.5}]',
+           reply("sleep 2; echo finished\n"),                                            # still running...
+           reply("ls /app\n", duration=4.0),                                # keys_while_running; sleep ends
+           ScriptedError(500, "overloaded"),                                               # model_errors (retried)
+           json.dumps({"analysis": "a", "plan": "p", "commands": [{"keystrokes": "cat /app/missing.txt\n",
+                                                                  "duration": 0.3}], "task_complete": True}),
+           reply("echo same\n"), reply("echo same\n"), reply("echo same\n"),            # repeated_commands
+           {"content": '{"analysis": "a very long', "finish_reason": "length"}]             # output_length
+SETTINGS = ["terminus.max_episodes=9", "model.retry_wait_min_sec=0.1", "model.retry_wait_max_sec=0.2"]
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +64,8 @@ def job(tmp_path_factory):
     root = tmp_path_factory.mktemp("real") / "job"
     with ScriptedServer(list(REPLIES), model="scripted") as srv:
         out = subprocess.run([sys.executable, "-m", "evolve.cli", "eval", "--tasks", str(REPO / "data" / "starter"),
-                              "--task", "hello-file", "--agent", "seed", "--env", "local", "-r", "2", "-c", "1",
+                              "--task", "hello-file", "--agent", "seed", "--env", "local", "-r", "3", "-c", "1",
+                              *[a for kv in SETTINGS for a in ("--setting", kv)],
                               "--base-url", srv.base_url, "--model", "scripted", "--job-dir", str(root),
                               "--no-progress"], check=False, capture_output=True, text=True, timeout=300,
                              env={**os.environ})
@@ -73,9 +85,22 @@ def test_detectors_hit_on_a_real_trial_folder(job):
     assert [h.detector for h in passed.hits] == []
 
 
+def test_many_detectors_hit_on_one_real_run(job):
+    d = digest(job / "hello-file__r3")
+    found = {(h.detector, h.episode) for h in d.hits}
+    expected = {("parse_error", 0), ("auto_fix", 1), ("observation_truncated", 1), ("keys_while_running", 3),
+                ("claim_after_error", 4), ("repeated_commands", 5), ("output_length", 8), ("max_episodes", 8),
+                ("model_errors", None)}
+    assert expected <= found, sorted(found)
+    index = TraceIndex.load(job / "hello-file__r3")
+    for h in d.hits:
+        assert all(r.span is None or r.span in index.spans for r in h.evidence), h
+        assert all(r.step is None or r.step in index.steps for r in h.evidence), h
+
+
 def test_pairs_and_analysis_on_the_real_corpus(job, tmp_path):
     pairs = make_pairs(job)
-    assert pairs.flipping == ["hello-file"] and [p.key for p in pairs.pairs] == ["hello-file:2:1"]
+    assert pairs.flipping == ["hello-file"] and [p.key for p in pairs.pairs] == ["hello-file:2:1", "hello-file:2:3"]
     from evolve.experiment import ExperimentConfig, TaskSplit
     from trials.endpoints.spec import EndpointSpec
 
@@ -93,7 +118,7 @@ def test_pairs_and_analysis_on_the_real_corpus(job, tmp_path):
                              "reason": "one member"} for n in names]}
 
     backend = ScriptedBackend(answer)
-    result = Analysis(exp, backend).run()
+    result = Analysis(exp, backend, max_pairs=1).run()
     assert [f.failure for f in result.findings] == ["hello-file__r1"]  # its real span id passed the check
     assert result.groups[0].rank == 1 and result.groups[0].behaviours == ["dispatch.commands"]
     prompt = backend.calls[0][1]
