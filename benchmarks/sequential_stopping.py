@@ -1,64 +1,126 @@
-"""Trials needed per adoption decision: sequential stopping (curtailment) against a fixed r = 4 grid.
+"""Adoption policies measured: false adoption, power, and trials saved by sequential stopping (curtailment).
 
-Simulates per-task pass probabilities for a baseline and a candidate, draws complete grids, and runs the candidate's
-evaluation in repetition waves (every task once, then again...), stopping as soon as the decision is fixed. Prints,
-from one run: mean trials per decision for both, their ratio, and the false-adoption rate of each (adoptions when the
-candidate is truly no better), which must be equal because curtailment never changes a decision.
+Simulates per-task pass probabilities for a baseline (Beta(0.7, 0.7), or every task at 0.5) and a candidate (the
+same plus delta, clipped), draws grids of r runs per task, and decides each with the project's own decision rule
+(``validate.adoption_stats.decide_many`` on complete grids, ``validate.adoption.decide`` cell by cell for
+curtailment). Prints from one run:
 
-    python benchmarks/sequential_stopping.py [--tasks 20] [--sims 400] [--policy paper|paired] [--seed 7]
+1. per policy, the adoption rate on complete grids when the candidate is no better (false adoption), worse, or
+   better by +0.10 and +0.15 (power), each over the same simulated grids (common random numbers);
+2. per policy, the mean trials per decision of the fixed grid and of curtailment (the candidate's evaluation run
+   in repetition waves, stopped once no completion can change the decision), their ratio, and how often the
+   curtailed decision equals the complete grid's (it must always);
+3. the conclusions these figures support, and only those.
+
+    python benchmarks/sequential_stopping.py [--tasks 20] [--r 4] [--sims 2000] [--seq-sims 100] [--seed 7]
 """
 
 from __future__ import annotations
 
 import argparse
 import random
+import time
 
-from validate.adoption import decide
+from validate.adoption import DEFAULT_POLICY, decide
+from validate.adoption_sim import adoption_rate
+from validate.adoption_stats import POLICIES
+
+SCENARIOS = (("null, Beta rates", 0.0, "beta"), ("null, all 0.5", 0.0, "half"), ("worse −0.10", -0.10, "beta"),
+             ("better +0.10", 0.10, "beta"), ("better +0.15", 0.15, "beta"))
+TARGET = 0.05
 
 
-def simulate(n_tasks: int, sims: int, policy: str, seed: int, r: int = 4) -> None:
-    rng = random.Random(seed)
+def complete_grids(n_tasks: int, r: int, sims: int, seed: int, alpha: float) -> dict[str, dict[str, float]]:
+    """policy -> scenario -> adoption rate over ``sims`` complete grids (the same grids for every policy)."""
+    print(f"## 1. adoption rate on complete grids: {n_tasks} tasks × r={r}, {sims} grids per cell, seed {seed}, "
+          f"alpha {alpha}")
+    print(f"{'policy':11}" + "".join(f"{name:>18}" for name, _, _ in SCENARIOS) + f"{'false adoption':>16}")
+    rates: dict[str, dict[str, float]] = {}
+    for policy in POLICIES:
+        rates[policy] = {name: adoption_rate(policy, n_tasks, r, alpha, delta, sims, seed + i, model)
+                         for i, (name, delta, model) in enumerate(SCENARIOS)}
+        worst_null = max(rates[policy]["null, Beta rates"], rates[policy]["null, all 0.5"])
+        print(f"{policy:11}" + "".join(f"{rates[policy][name]:18.1%}" for name, _, _ in SCENARIOS)
+              + f"{worst_null:16.1%}")
+    return rates
+
+
+def _grid_pair(rng: random.Random, tasks: list[str], r: int, delta: float):
+    p_base = [rng.betavariate(0.7, 0.7) for _ in tasks]
+    base = {t: [rng.random() < p for _ in range(r)] for t, p in zip(tasks, p_base)}
+    full = {t: [rng.random() < min(1.0, max(0.0, p + delta)) for _ in range(r)] for t, p in zip(tasks, p_base)}
+    return base, full
+
+
+def curtailment(n_tasks: int, r: int, sims: int, seed: int, alpha: float) -> dict[str, float]:
+    """policy -> share of curtailed decisions equal to the complete grid's; prints trials per decision."""
+    print(f"\n## 2. sequential stopping (curtailment): {sims} evaluations per row, waves of one run per task, "
+          f"seed {seed}")
+    print(f"{'policy':11} {'scenario':16} {'fixed trials':>12} {'sequential':>11} {'ratio':>6} "
+          f"{'adopt fixed':>12} {'adopt seq':>10} {'same':>5}")
     tasks = [f"t{i}" for i in range(n_tasks)]
-    scenarios = {"null (candidate = baseline)": 0.0, "worse (−0.10)": -0.10, "better (+0.15)": 0.15}
-    print(f"policy={policy} tasks={n_tasks} r={r} sims={sims} seed={seed}")
-    print(f"{'scenario':28} {'fixed trials':>12} {'sequential':>11} {'ratio':>6} {'adopt fixed':>12} "
-          f"{'adopt seq':>10} {'same':>5}")
-    for name, delta in scenarios.items():
-        fixed_trials = seq_trials = adopt_fixed = adopt_seq = same = 0
-        for _ in range(sims):
-            p_base = [rng.betavariate(0.7, 0.7) for _ in tasks]
-            p_cand = [min(1.0, max(0.0, p + delta)) for p in p_base]
-            base = {t: [rng.random() < p for _ in range(r)] for t, p in zip(tasks, p_base)}
-            full = {t: [rng.random() < p for _ in range(r)] for t, p in zip(tasks, p_cand)}
-            d_full = decide(full, base, tasks, r, policy=policy)
-            fixed_trials += n_tasks * r
-            adopt_fixed += d_full.adopt
-            partial: dict[str, list[bool | None]] = {t: [] for t in tasks}
-            run = 0
-            d_seq = None
-            for k in range(r):
-                for t in tasks:
-                    partial[t].append(full[t][k])
-                    run += 1
-                    d_seq = decide(partial, base, tasks, r, policy=policy, curtail=True)
-                    if d_seq.decided:
+    agreement: dict[str, float] = {}
+    for policy in POLICIES:
+        same_all = total = 0
+        for name, delta, _model in (s for s in SCENARIOS if s[2] == "beta" and s[0] != "better +0.10"):
+            rng = random.Random(seed)  # the same grids for every policy
+            seq_trials = adopt_fixed = adopt_seq = same = 0
+            for _ in range(sims):
+                base, full = _grid_pair(rng, tasks, r, delta)
+                d_full = decide(full, base, tasks, r, policy, alpha)
+                partial: dict[str, list[bool | None]] = {t: [] for t in tasks}
+                run, d_seq = 0, None
+                for k in range(r):
+                    for t in tasks:
+                        partial[t].append(full[t][k])
+                        run += 1
+                        d_seq = decide(partial, base, tasks, r, policy, alpha, curtail=True)
+                        if d_seq.decided:
+                            break
+                    if d_seq is not None and d_seq.decided:
                         break
-                if d_seq is not None and d_seq.decided:
-                    break
-            seq_trials += run
-            adopt_seq += d_seq.adopt
-            same += d_seq.adopt == d_full.adopt
-        print(f"{name:28} {fixed_trials / sims:12.1f} {seq_trials / sims:11.1f} "
-              f"{seq_trials / fixed_trials:6.2f} {adopt_fixed / sims:12.3f} {adopt_seq / sims:10.3f} "
-              f"{same / sims:5.2f}")
-    print("false-adoption rate = the 'adopt' columns of the null and worse rows (equal by construction).")
+                seq_trials += run
+                adopt_fixed += d_full.adopt
+                adopt_seq += d_seq.adopt
+                same += d_seq.adopt == d_full.adopt
+            fixed = n_tasks * r
+            print(f"{policy:11} {name:16} {fixed:12.1f} {seq_trials / sims:11.1f} {seq_trials / (fixed * sims):6.2f} "
+                  f"{adopt_fixed / sims:12.3f} {adopt_seq / sims:10.3f} {same / sims:5.2f}")
+            same_all, total = same_all + same, total + sims
+        agreement[policy] = same_all / total
+    return agreement
+
+
+def conclusions(rates: dict[str, dict[str, float]], agreement: dict[str, float], n_tasks: int, r: int) -> None:
+    print("\n## 3. conclusions (from the figures above)")
+    for policy in POLICIES:
+        fa = max(rates[policy]["null, Beta rates"], rates[policy]["null, all 0.5"])
+        verdict = "within" if fa <= TARGET else "ABOVE"
+        print(f"- {policy}{' (default)' if policy == DEFAULT_POLICY else ''}: false adoption {fa:.1%} ({verdict} the "
+              f"{TARGET:.0%} target), power at +0.15 {rates[policy]['better +0.15']:.1%}, at +0.10 "
+              f"{rates[policy]['better +0.10']:.1%}; curtailed decisions equal the complete grid's in "
+              f"{agreement[policy]:.1%} of evaluations")
+    valid = [p for p in POLICIES if max(rates[p]["null, Beta rates"], rates[p]["null, all 0.5"]) <= TARGET]
+    if valid:
+        best = max(valid, key=lambda p: rates[p]["better +0.15"])
+        print(f"- of the policies within {TARGET:.0%} false adoption at {n_tasks} tasks × r={r}, {best} has the "
+              f"highest power at +0.15" + ("; it is the default." if best == DEFAULT_POLICY else
+                                           f"; the default {DEFAULT_POLICY} is not it."))
+    else:
+        print(f"- no policy stays within {TARGET:.0%} false adoption at {n_tasks} tasks × r={r}")
 
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tasks", type=int, default=20)
-    ap.add_argument("--sims", type=int, default=300)
-    ap.add_argument("--policy", default="paper", choices=["paper", "paired"])
+    ap.add_argument("--r", type=int, default=4)
+    ap.add_argument("--sims", type=int, default=2000, help="complete grids per policy and scenario")
+    ap.add_argument("--seq-sims", type=int, default=100, help="evaluations per row of the curtailment table")
+    ap.add_argument("--alpha", type=float, default=0.05)
     ap.add_argument("--seed", type=int, default=7)
     a = ap.parse_args()
-    simulate(a.tasks, a.sims, a.policy, a.seed)
+    started = time.monotonic()
+    found = complete_grids(a.tasks, a.r, a.sims, a.seed, a.alpha)
+    same = curtailment(a.tasks, a.r, a.seq_sims, a.seed, a.alpha)
+    conclusions(found, same, a.tasks, a.r)
+    print(f"({time.monotonic() - started:.0f} s)")

@@ -136,6 +136,10 @@ def stratified_p_many(c: np.ndarray, nc: Sequence[int], b: np.ndarray, nb: Seque
     sims, n_tasks = c.shape
     width = 1 + sum(_widest(int(nc[t]), int(nb[t])) for t in range(n_tasks))
     size = 1 << (width - 1).bit_length()
+    chunk = max(1, (1 << 22) // size)  # bounds memory on large grids: about 64 MiB of spectra at a time
+    if sims > chunk:
+        return np.concatenate([stratified_p_many(c[i:i + chunk], nc, b[i:i + chunk], nb)
+                               for i in range(0, sims, chunk)])
     spectrum = np.ones((sims, size // 2 + 1), dtype=complex)
     low = np.zeros(sims, dtype=int)
     for t in range(n_tasks):
