@@ -18,8 +18,8 @@ Every decision states its policy and that policy's measured false-adoption rate 
 Sequential early stopping (``curtail``): the evaluation may stop as soon as the remaining cells cannot change the
 decision of the complete grid (deterministic curtailment: the two extreme completions for ``paper`` and
 ``paired``, which are monotone in each cell; p-value bounds over every completion for ``stratified``). It
-therefore never changes the decision, so its false-adoption rate equals the full grid's; it only saves trials. Regressions of tasks that were stable passes in
-the baseline are always listed, whatever the decision.
+therefore never changes the decision, so its false-adoption rate equals the full grid's; it only saves trials.
+Regressions of tasks that were stable passes in the baseline are always listed, whatever the decision.
 """
 
 from __future__ import annotations
