@@ -105,3 +105,21 @@ def test_ablation_changes_only_what_the_analyst_is_given(tmp_path):
     ws = exp.root / "rounds" / "r01" / "analysis-no-harness-evidence" / "workspace-trajectories"
     assert not list(ws.rglob("spans.jsonl")) and not list(ws.rglob("HANDBOOK*"))
     assert (ws / "harness" / "loop.py").is_file()
+
+
+def test_rise_analyze_names_bad_inputs(tmp_path):
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from evolve.cli import app
+
+    exp = make_experiment(tmp_path, {"alpha": "pf"})
+    runner = CliRunner()
+    out = runner.invoke(app, ["analyze", str(exp.root), "--version", "v7"])
+    assert out.exit_code == 1 and "no version 'v7' (versions: v0)" in out.output
+    shutil.rmtree(exp.root / "versions")
+    out = runner.invoke(app, ["analyze", str(exp.root)])
+    assert out.exit_code == 1 and "v0 has no reference corpus" in out.output
+    out = runner.invoke(app, ["analyze", "nope", "--runs-dir", str(tmp_path)])
+    assert out.exit_code == 1 and "no experiment 'nope'" in out.output
