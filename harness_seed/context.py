@@ -6,8 +6,9 @@
 - Summarizing is a handoff to a fresh agent in three sub-calls: (1) the history writes a summary; (2) a fresh
   agent that sees only the task, the summary and the screen asks at least five questions; (3) the history
   (plus its summary) answers them. The chat becomes [first message, question prompt, questions] and the next
-  prompt hands over the answers. Fallbacks when a sub-call fails: a short summary from the last characters of
-  the screen; then no model call at all (the task and the screen).
+  prompt hands over the answers. Fallbacks when a sub-call fails on overflow: a short summary from the last
+  characters of the screen; then no model call at all (the task and the screen). A failed proactive
+  summarization has no fallback: the chat and the pending observation are kept (as in the reference).
 
 Each sub-call writes one JSON file into the agent folder. The thresholds are capped at a fraction of the
 context limit, so a small-context model is not summarized on every step (see DIFFERENCES.md).
@@ -82,7 +83,7 @@ class ContextManager:
         if free >= threshold:
             return None
         log.info("%d tokens free (< %d): summarizing proactively", free, threshold)
-        return await self.summarize(messages, reason="proactive")
+        return await self.summarize(messages, reason="proactive", fallbacks=False)
 
     async def unwind(self, messages: list[dict]) -> list[dict]:
         """``messages`` without as many trailing user/assistant pairs as it takes to free the unwind target
@@ -94,8 +95,11 @@ class ContextManager:
         log.info("unwound the chat from %d to %d messages", len(messages), len(chat))
         return chat
 
-    async def summarize(self, messages: list[dict], reason: str = "overflow") -> tuple[list[dict], str]:
-        """Hand the work over to a fresh agent; returns (new chat, next prompt)."""
+    async def summarize(self, messages: list[dict], reason: str = "overflow",
+                        fallbacks: bool = True) -> tuple[list[dict], str] | None:
+        """Hand the work over to a fresh agent; returns (new chat, next prompt). Without ``fallbacks``
+        (proactive summarization, as in the reference) a failed handoff returns None: the chat and the pending
+        prompt stay as they are, and the call goes ahead."""
         if not messages:
             return [], self.instruction
         self.summarizations += 1
@@ -115,6 +119,9 @@ class ContextManager:
         except api.ModelError as exc:
             if _fatal(exc):
                 raise
+            if not fallbacks:
+                log.warning("proactive summarization %d failed (%s); keeping the chat as it is", k, exc)
+                return None
             log.warning("summarization %d failed (%s); trying the short summary", k, exc)
         tail = screen[-self.s.short_summary_screen_chars:] if self.s.short_summary_screen_chars else ""
         try:

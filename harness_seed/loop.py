@@ -147,7 +147,7 @@ class Agent:
                 raise
             log.info("context length exceeded; unwinding and summarizing")
         chat = await self.context.unwind(self.messages)
-        self.messages, handoff = await self.context.summarize(chat, reason="overflow")
+        self.messages, handoff = await self.context.summarize(chat, reason="overflow")  # type: ignore[misc]
         extra["summarization"] = "overflow"
         sent = self.messages + [_user(handoff)]
         try:

@@ -41,6 +41,23 @@ class ModelReply:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+# Context-overflow wordings of servers the platform client does not classify yet (TGI, vLLM 0.16, Bedrock
+# through a proxy, plain "context length exceeded"): the seed treats them as overflows, as the reference does.
+OVERFLOW_WORDINGS = ("`inputs` tokens + `max_new_tokens`", "model's context length",
+                     "input is too long for requested model", "context length exceeded")
+
+
+def as_overflow(exc: BaseException) -> BaseException:
+    """``exc`` as a context-length error when a 4xx model error says so in one of the wordings above."""
+    if not isinstance(exc, api.ModelError) or isinstance(exc, api.ContextLengthExceeded):
+        return exc
+    status = getattr(exc, "status_code", None)
+    text = f"{exc} {getattr(exc, 'body', '')}".lower()
+    if (status is None or 400 <= status < 500) and any(w.lower() in text for w in OVERFLOW_WORDINGS):
+        return api.ContextLengthExceeded(str(exc), status_code=status, body=getattr(exc, "body", None))
+    return exc
+
+
 def is_retryable(exc: BaseException) -> bool:
     """Whether a failed call may succeed if sent again: the model error's own ``retryable`` flag."""
     return isinstance(exc, api.ModelError) and bool(getattr(exc, "retryable", False))
@@ -84,6 +101,9 @@ class ModelCaller:
                 except api.ModelError as exc:
                     self.request_log.append({**entry, "sec": time.monotonic() - started,
                                              "error": f"{type(exc).__name__}: {str(exc)[:300]}"})
+                    overflow = as_overflow(exc)
+                    if overflow is not exc:
+                        raise overflow from exc
                     raise
                 self.request_log.append({**entry, "sec": time.monotonic() - started, "error": None})
                 return result

@@ -105,7 +105,7 @@ def try_parse(text: str) -> ParseResult:
     warnings: list[str] = []
     start, end, _ = scan_object(text)
     if start == -1 or end is None:
-        return ParseResult(error="No valid JSON found in response", warnings=warnings)
+        return ParseResult(error="No valid JSON found in response", warnings=["No valid JSON object found"])
     if text[:start].strip():
         warnings.append("Extra text detected before JSON object")
     if text[end:].strip():

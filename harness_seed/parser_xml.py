@@ -184,7 +184,7 @@ def parse(text: str) -> ParseResult:
         fixed = try_parse(text.rstrip() + "\n" + CLOSE)
         if fixed.error is None:
             fixed.warnings.insert(0, AUTO_FIX)
-            return fixed
+        return fixed  # when it still fails, its error says what is missing inside (as the reference's does)
     return result
 
 

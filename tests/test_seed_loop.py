@@ -30,7 +30,7 @@ async def test_handshake_first_claim_asks_second_ends(tmp_path):
     assert status == "completed" and len(srv.requests) == 3
     assert (tmp_path / "host" / "out.txt").read_text() == "hi\n"
     first = srv.requests[0]["messages"]
-    assert len(first) == 1 and "Task:\ndo it" in first[0]["content"]
+    assert len(first) == 1 and "Task Description:\ndo it" in first[0]["content"]
     assert "Current terminal state:\nCurrent Terminal Screen:\n" in first[0]["content"]
     assert last_user(srv.requests[1]).startswith("New Terminal Output:\n")
     confirm = last_user(srv.requests[2])
@@ -212,6 +212,32 @@ async def test_proactive_summarization_below_free_threshold(tmp_path):
     assert any(s.get("extra", {}).get("summarization") == "proactive" for s in steps)
 
 
+async def test_failed_proactive_summarization_keeps_the_pending_observation(tmp_path):
+    """The summary sub-call fails: no short summary, no fallback prompt; the next call carries the terminal
+    output it was going to carry (the reference's behaviour)."""
+    log: list = []
+    inner = summarizing_responder(999, log)
+
+    def respond(body):
+        if "Write a\ncomplete handover summary" in last_user(body):
+            log.append(("summary-failed", body))
+            return ScriptedError(400, "bad request")
+        if any(k == "summary-failed" for k, _ in log):  # seen what we wanted: finish
+            log.append(("main", body))
+            return DONE
+        return inner(body)
+
+    agent, _srv, status = await run_agent(respond, tmp_path, server_kw={"context_limit": 7000})
+    assert status == "completed"
+    kinds = [k for k, _ in log]
+    first_failure = kinds.index("summary-failed")
+    assert kinds[first_failure + 1] == "main"  # straight on, no short summary
+    following = log[first_failure + 1][1]["messages"]
+    assert last_user(log[first_failure + 1][1]).startswith("New Terminal Output:")
+    assert len(following) > 3  # the chat was kept
+    assert not (agent.agent_dir / "summarization-1-short_summary.json").exists()
+
+
 # -- model call policy -------------------------------------------------------------------------------
 
 
@@ -324,17 +350,17 @@ async def test_each_json_parser_message_reaches_the_model(tmp_path, text, kind, 
 
 
 XML_CASES = [
-    ("plain text", "error", "ERROR: No <response> tag found in response"),
+    ("plain text", "error", "ERROR: No <response> tag found"),
     ("<response><analysis>a</analysis><plan>p</plan></response>", "error", "ERROR: Missing <commands> section"),
     ('<response><analysis>a</analysis><plan>p</plan><commands><keystrokes duration="1">ls\n</commands></response>',
-     "error", "ERROR: Command 1: missing </keystrokes> closing tag"),
+     "warning", "- A <keystrokes> element without </keystrokes> was not run"),
     ("x <response><analysis>a</analysis><plan>p</plan><commands></commands></response>", "warning",
      "- Extra text detected before <response> tag"),
     (("<response><analysis>a</analysis><plan>p</plan><commands><keystrokes>echo ok\n</keystrokes></commands>"
      "</response>"), "warning", "- Command 1: Missing duration attribute"),
-    ("<response><analysis>a</analysis><plan>p</plan><commands>", "error", "ERROR: Missing </commands> closing tag"),
+    ("<response><analysis>a</analysis><plan>p</plan><commands>", "error", "ERROR: Missing <commands> section"),
     ("<response><analysis>a</analysis><plan>p</plan><commands></commands>", "warning",
-     "- AUTO-CORRECTED: Added missing </response> closing tag"),
+     "- AUTO-CORRECTED: Missing </response> tag was automatically inserted"),
 ]
 
 

@@ -183,3 +183,23 @@ def test_messages_sent_are_stored_as_deltas_and_rebuilt(tmp_path):
     for step_id, sent in zip((2, 3, 4), chats):
         assert trajectory.messages_sent(data, step_id) == sent
         assert data["steps"][step_id - 1]["extra"]["messages_sent"]["sha256"] == trajectory.prompt_hash(sent)
+
+
+# -- context-overflow wordings -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("wording", [
+    ("Input validation error: `inputs` tokens + `max_new_tokens` must be <= 4096. Given: 4000 `inputs` tokens "
+    "and 512 `max_new_tokens`"),  # TGI
+    "This model's maximum input exceeds the model's context length (8192)",  # vLLM 0.16
+    "Input is too long for requested model.",  # Bedrock through a proxy
+    "Context length exceeded: 9000 > 8192",
+])
+def test_overflow_wordings_become_context_errors(wording):
+    from harness_seed.model_call import as_overflow
+    from trials.endpoints.client import BadResponse, ContextLengthExceeded
+
+    assert isinstance(as_overflow(BadResponse(wording, status_code=400)), ContextLengthExceeded)
+    assert not isinstance(as_overflow(BadResponse(wording, status_code=500)), ContextLengthExceeded)
+    assert not isinstance(as_overflow(BadResponse("bad request: unknown field", status_code=400)),
+                          ContextLengthExceeded)

@@ -1,0 +1,64 @@
+"""A cached Python 3.12 virtual environment with Harbor, for the differential tests (no tests here).
+
+Built once under ``~/.cache/riseharness/harbor-venv-<version>`` with the standard ``venv`` module and pip
+(from the configured package index, nothing else), behind a file lock so parallel test runs build it once;
+a ``.complete`` marker says the build finished. Skips (with the reason) only where no Python 3.12 exists.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from filelock import FileLock
+
+HARBOR_VERSION = "0.25.0"
+INSTALL_TIMEOUT_SEC = 1200
+
+
+def _is_python312(path: str) -> bool:
+    try:  # a pyenv shim may be on PATH without a 3.12 selected: ask the interpreter itself
+        out = subprocess.run([path, "-c", "import sys; print(sys.version_info[:2] == (3, 12))"],
+                             check=False, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return out.returncode == 0 and out.stdout.strip() == "True"
+
+
+def find_python312() -> str | None:
+    """A working Python 3.12 interpreter: under pyenv, or on PATH."""
+    pyenv = os.environ.get("PYENV_ROOT", str(Path.home() / ".pyenv"))
+    candidates = sorted(glob.glob(f"{pyenv}/versions/3.12*/bin/python3.12"), reverse=True)
+    candidates += [p for p in (shutil.which("python3.12"),) if p]
+    return next((c for c in candidates if _is_python312(c)), None)
+
+
+def venv_dir() -> Path:
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    return cache / "riseharness" / f"harbor-venv-{HARBOR_VERSION}"
+
+
+def harbor_python() -> Path:
+    """The venv's interpreter, building the venv first when needed."""
+    base = find_python312()
+    if base is None:
+        pytest.skip("no Python 3.12 on this machine (Harbor needs it): the differential test cannot run")
+    venv = venv_dir()
+    python, marker = venv / "bin" / "python", venv / ".complete"
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(venv) + ".lock"):
+        if not marker.exists():
+            shutil.rmtree(venv, ignore_errors=True)
+            subprocess.run([base, "-m", "venv", str(venv)], check=True, timeout=300)
+            result = subprocess.run([str(python), "-m", "pip", "install", "-q", f"harbor=={HARBOR_VERSION}"],
+                                    check=False, capture_output=True, text=True,
+                                    timeout=INSTALL_TIMEOUT_SEC)
+            if result.returncode != 0:
+                raise RuntimeError(f"pip install harbor=={HARBOR_VERSION} failed in {venv}:\n"
+                                   f"{result.stderr[-3000:]}")
+            marker.write_text(HARBOR_VERSION + "\n")
+    return python
