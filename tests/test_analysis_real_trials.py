@@ -92,6 +92,8 @@ def test_many_detectors_hit_on_one_real_run(job):
                 ("claim_after_error", 4), ("repeated_commands", 5), ("output_length", 8), ("max_episodes", 8),
                 ("model_errors", None)}
     assert expected <= found, sorted(found)
+    [cut] = [h for h in d.hits if h.detector == "observation_truncated"]
+    assert any(r.span for r in cut.evidence)  # found through the monitor's note of the capture's full length
     index = TraceIndex.load(job / "hello-file__r3")
     for h in d.hits:
         assert all(r.span is None or r.span in index.spans for r in h.evidence), h

@@ -167,10 +167,20 @@ def long_idle_wait(view: TrialView) -> list[Hit]:
 
 
 # --------------------------------------------------------------------------------------------- observation
+def _cut_by_limit(span) -> bool:
+    """A limit_output span that cut its text: the marker in its return, or (the capture itself being cut, as the
+    monitor notes with ``…[N chars]``) a text longer than the limit."""
+    if LIMIT_MARKER in (span.result or ""):
+        return True
+    m = re.search(r"…\[(\d+) chars\]$", span.args.get("text", ""))
+    limit = span.args.get("limit", "")
+    return bool(m and limit.isdigit() and int(m.group(1)) > int(limit))
+
+
 @detector("observation_truncated", "observe.truncate", "the observation was cut to its byte limit")
 def observation_truncated(view: TrialView) -> list[Hit]:
     return [_hit(view, "observation_truncated", ep, "output limited: interior bytes omitted",
-                 view.refs(ep, "observation:limit_output", match=lambda s: LIMIT_MARKER in (s.result or "")))
+                 view.refs(ep, "observation:limit_output", match=_cut_by_limit))
             for ep in view.episodes if LIMIT_MARKER in (ep.observation or "")]
 
 

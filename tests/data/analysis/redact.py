@@ -31,6 +31,8 @@ def _cut_span_values(line: str, max_value: int) -> str:
         for ss in rs.get("scopeSpans", []):
             for span in ss.get("spans", []):
                 for attr in span.get("attributes", []):
+                    if attr.get("key") == "rise.args":
+                        continue  # a JSON object in a string: cutting it would make it unreadable
                     value = attr.get("value", {})
                     if isinstance(value.get("stringValue"), str) and len(value["stringValue"]) > max_value:
                         value["stringValue"] = value["stringValue"][:max_value] + "…[cut]"
