@@ -14,6 +14,8 @@ import asyncio
 import importlib.util
 import json
 import shutil
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -33,7 +35,8 @@ pytestmark = [pytest.mark.ray, pytest.mark.sandbox,
               pytest.mark.skipif(not bwrap_available(), reason="bubblewrap (bwrap) and nsenter are not installed"),
               pytest.mark.skipif(shutil.which("ray") is None, reason="the ray command is not on PATH")]
 
-STARTER = Path(__file__).resolve().parent.parent / "data" / "starter"
+REPO = Path(__file__).resolve().parent.parent
+STARTER = REPO / "data" / "starter"
 NODES = {"a": {"rise_trial": 2, "node_a": 1}, "b": {"rise_trial": 2, "node_b": 1}}
 GATED_SOLVE = """#!/bin/bash
 # waits (at most 120 s) for the test to open the gate, then solves hello-file
@@ -137,24 +140,98 @@ def test_round_grid_runs_on_the_executor_of_its_plan(cluster, tmp_path):
     assert sorted(p.name for p in (tmp_path / "grid").iterdir() if p.is_dir()) == ["hello-file__r1", "hello-file__r2"]
 
 
+def _gated_tasks(root: Path, n: int) -> Path:
+    """``n`` copies of hello-file whose solution waits at the gate ``/app/go``."""
+    for i in range(n):
+        dest = root / f"gated-{i}"
+        shutil.copytree(STARTER / "hello-file", dest)
+        (dest / "task.toml").write_text((dest / "task.toml").read_text().replace('"hello-file"', f'"gated-{i}"'))
+        (dest / "solution" / "solve.sh").write_text(GATED_SOLVE)
+    return root
+
+
+def _waiting(cluster: LocalRayCluster, job_id: str, nodes=tuple(NODES)) -> dict[str, Path]:
+    """Trials of ``job_id`` inside their agent phase on ``nodes``: trial name → its sandbox's /app on the host
+    (worker folders are ``<scratch>/<job id>/<attempt>/<trial>``)."""
+    return {pid.parent.parent.name: pid.parent.parent / "sandbox" / "root" / "app"
+            for node in nodes for pid in cluster.scratch(node).glob(f"{job_id}/*/*/agent/agent.pid")}
+
+
+def _open_gate(app: Path) -> None:
+    try:
+        (app / "go").touch()
+    except FileNotFoundError:  # that trial has just ended (or was a killed attempt's), its folder is gone
+        pass
+
+
+def _until(check, what: str, timeout: float = 180.0):
+    deadline = time.monotonic() + timeout
+    while not (value := check()):
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+    return value
+
+
+def test_a_driver_killed_mid_grid_resumes_without_running_a_delivered_trial_again(cluster, tmp_path):
+    """kill -9 of the driver (rise eval) while one cell is delivered and others run on the workers: the job
+    folder holds exactly the delivered cell; --resume runs only the others."""
+    from evolve.commands.eval import job_id_for
+
+    tasks, job = _gated_tasks(tmp_path / "tasks", 3), tmp_path / "job"
+    job_id = job_id_for(job)
+    driver = subprocess.Popen([sys.executable, "-m", "evolve.cli", "eval", "--tasks", str(tasks), "--agent", "oracle",
+                               "-r", "1", "--executor", "ray", "--ray-address", cluster.address, "--job-dir", str(job),
+                               "--no-progress"], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        first = min(_until(lambda: _waiting(cluster, job_id), "a trial in its agent phase").items())
+        (first[1] / "go").touch()
+        _until(lambda: (job / first[0] / "result.json").is_file(), f"{first[0]} delivered")
+        _until(lambda: set(_waiting(cluster, job_id)) - {first[0]}, "a second trial in its agent phase")
+    finally:
+        driver.kill()
+        driver.wait(30)
+    kept = TrialResult.load(job / first[0] / "result.json")
+    assert kept.status == "passed"
+    assert sorted(p.name for p in job.iterdir() if p.is_dir() and not p.name.startswith(".")) == [first[0]]
+
+    stop = threading.Event()
+
+    def open_all() -> None:
+        while not stop.is_set():
+            for app in _waiting(cluster, job_id).values():
+                _open_gate(app)
+            time.sleep(0.1)
+
+    opener = threading.Thread(target=open_all, daemon=True)
+    opener.start()
+    try:
+        res = asyncio.run(run_job(JobConfig.load(job / "config.json"), job, resume=True, progress=False,
+                                  executor=ExecutorConfig(kind="ray", address=cluster.address)))
+    finally:
+        stop.set()
+        opener.join(10)
+    assert res.complete and res.metrics["pass_at_1"] == 1.0 and res.trials_run == 2
+    assert TrialResult.load(job / first[0] / "result.json").run_id == kept.run_id  # never run twice
+    assert not list(job.glob("*.attempt-*"))  # nothing of the killed driver's was in the folder to move aside
+
+
 class Gatekeeper(threading.Thread):
     """Opens the gate of every trial running on the surviving node; kills node ``victim`` once one of its
     trials is inside its agent phase (its agent.pid exists, so solve.sh is waiting at the gate)."""
 
-    def __init__(self, cluster: LocalRayCluster, victim: str, survivor: str) -> None:
+    def __init__(self, cluster: LocalRayCluster, job_id: str, victim: str, survivor: str) -> None:
         super().__init__(daemon=True)
-        self.cluster, self.victim, self.survivor = cluster, victim, survivor
+        self.cluster, self.job_id, self.victim, self.survivor = cluster, job_id, victim, survivor
         self.stop, self.killed, self.caught, self.error = threading.Event(), [], [], None
 
     def run(self) -> None:
         deadline = time.monotonic() + 240
         try:
             while not self.stop.is_set() and time.monotonic() < deadline:
-                for app in self.cluster.scratch(self.survivor).glob("*/*/*/sandbox/root/app"):
-                    (app / "go").touch()
+                for app in self.cluster.scratch(self.survivor).glob(f"{self.job_id}/*/*/sandbox/root/app"):
+                    _open_gate(app)
                 if not self.killed:
-                    inside = [p.parent.parent.name for p in
-                              self.cluster.scratch(self.victim).glob("*/*/*/agent/agent.pid")]
+                    inside = sorted(_waiting(self.cluster, self.job_id, (self.victim,)))
                     if inside:
                         self.caught = inside
                         self.killed = self.cluster.kill_node(self.victim)
@@ -164,13 +241,8 @@ class Gatekeeper(threading.Thread):
 
 
 def test_kill_9_of_a_worker_node_mid_grid_reruns_its_trials_on_the_other(cluster, tmp_path):
-    tasks = tmp_path / "tasks"
-    for i in range(3):
-        dest = tasks / f"gated-{i}"
-        shutil.copytree(STARTER / "hello-file", dest)
-        (dest / "task.toml").write_text((dest / "task.toml").read_text().replace('"hello-file"', f'"gated-{i}"'))
-        (dest / "solution" / "solve.sh").write_text(GATED_SOLVE)
-    keeper = Gatekeeper(cluster, victim="a", survivor="b")
+    tasks = _gated_tasks(tmp_path / "tasks", 3)
+    keeper = Gatekeeper(cluster, "kill-job", victim="a", survivor="b")
     keeper.start()
     try:
         res = asyncio.run(run_job(_config(tasks, "kill-job"), tmp_path / "job", progress=False,
