@@ -1,7 +1,7 @@
 """Detectors, pairs and the evidence check on trial folders the real harness wrote (``rise eval``: runner,
 monitor.host, the seed harness, real tmux in the bubblewrap sandbox). The model is a scripted server over real
 HTTP replaying the 1.5B model's failure on the starter suite (keystrokes without a newline, then an early
-claim); tests with the bundled model itself are in the ``model``-marked test below."""
+claim)."""
 
 from __future__ import annotations
 
