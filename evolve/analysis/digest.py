@@ -88,7 +88,10 @@ def render_digest(d: Digest, *, behaviours: bool = True, width: int = 160) -> st
     lines = [head]
     for h in d.hits:
         where = "run" if h.episode is None else f"ep{h.episode}"
-        refs = ", ".join(r.label() for r in h.evidence[:3] if r.step is not None or r.span)
+        labels = list(dict.fromkeys(" ".join(x for x in (f"step{r.step}" if r.step is not None else "",
+                                                           f"span {r.span}" if r.span else "") if x)
+                                    for r in h.evidence[:4] if r.step is not None or r.span))
+        refs = ", ".join(lb for lb in labels if not any(o.startswith(lb + " ") for o in labels))
         tag = f"{h.detector} [{h.behaviour}]" if behaviours else h.detector
         line = f"  {where:>5}  {tag}: {h.summary}" + (f"  <{refs}>" if refs else "")
         lines.append(line if len(line) <= width else line[: width - 1] + "…")

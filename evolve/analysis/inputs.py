@@ -21,6 +21,7 @@ from .trial_view import Episode, TrialView
 
 REGION_EPISODES = 2
 TAIL_LINES = 12
+MAX_BEHAVIOURS = 6
 
 
 def _key(ep: Episode) -> str:
@@ -67,16 +68,19 @@ def region_text(ok: TrialView, bad: TrialView, at: int) -> str:
 
 def behaviours_involved(digests: list[Digest], views: list[TrialView], at: int,
                         handbook: Handbook | None) -> list[str]:
-    found = [h.behaviour for d in digests for h in d.hits]
+    """Behaviours of the hits first (most hit first), then those the diverging episode's spans evidence;
+    at most :data:`MAX_BEHAVIOURS` (the tools reach the rest)."""
+    hits = [h.behaviour for d in digests for h in d.hits]
+    found = sorted(dict.fromkeys(hits), key=lambda b: -hits.count(b))
     if handbook is not None:
         index = SpanIndex(handbook)
         for view in views:
             for span in read_spans(view.folder).spans:
-                if span.episode == at:
+                if span.episode == at and span.name.split(":")[0] in ("loop", "tmux", "completion", "parsing"):
                     found += [b.id for b in index.behaviours(span)]
         known = {b.id for _, b in handbook.iter_behaviours()}
         found = [b for b in found if b in known]
-    return list(dict.fromkeys(found))
+    return list(dict.fromkeys(found))[:MAX_BEHAVIOURS]
 
 
 def handbook_entries(handbook: Handbook, ids: list[str]) -> str:
@@ -85,7 +89,7 @@ def handbook_entries(handbook: Handbook, ids: list[str]) -> str:
     for bid in ids:
         b = handbook.behaviour(bid)
         out.append(f"- {b.id} ({b.name}): {' '.join(b.responsibility.split())}\n"
-                   f"  functions: {', '.join(b.functions[:6])}\n"
+                   f"  functions: {', '.join(b.functions[:3])}\n"
                    f"  settings: {', '.join(b.settings) or 'none'}; exits: {'; '.join(b.exit_conditions[:3])}")
     return "\n".join(out)
 
