@@ -135,9 +135,65 @@ class ReviewEvent(_Event):
     role_call: dict[str, Any] = Field(default_factory=dict)
 
 
+class ResearchEvent(_Event):
+    """The researcher's call for one group of a round (``rise evolve``): its outcome, refused or empty ones too."""
+
+    kind: Literal["research"] = "research"
+    round: int
+    group: str
+    outcome: dict[str, Any] = Field(default_factory=dict)
+    role_call: dict[str, Any] = Field(default_factory=dict)
+
+
+class ProposalEvent(_Event):
+    """The proposer's call for one group: the proposal, or why it was refused (overfitting guard) or failed."""
+
+    kind: Literal["proposal"] = "proposal"
+    round: int
+    slug: str
+    status: Literal["valid", "refused", "failed"]
+    proposal: dict[str, Any] = Field(default_factory=dict)
+    reason: str = ""
+    role_call: dict[str, Any] = Field(default_factory=dict)
+
+
+class ImplementationEvent(_Event):
+    """The implementer's call for one proposal: the candidate branch and commit it left, or why it failed."""
+
+    kind: Literal["implementation"] = "implementation"
+    round: int
+    slug: str
+    status: Literal["done", "refused", "failed"]
+    branch: str = ""
+    commit: str = ""
+    reason: str = ""
+    report: dict[str, Any] = Field(default_factory=dict)
+    role_call: dict[str, Any] = Field(default_factory=dict)
+
+
+class GradeEvent(_Event):
+    """A decided candidate's predictions graded against the paired per-task outcome (``evolve.grading``)."""
+
+    kind: Literal["grade"] = "grade"
+    round: int
+    slug: str
+    commit: str
+    grade: dict[str, Any] = Field(default_factory=dict)
+
+
+class EvolveStop(_Event):
+    """Why ``rise evolve`` stopped (rounds done, no flipping tasks, no groups, patience, a budget)."""
+
+    kind: Literal["evolve_stop"] = "evolve_stop"
+    round: int
+    reason: str
+    final: bool = Field(default=True, description="False for a budget stop: raising the budget lets it go on")
+
+
 Event = Annotated[
     RoundStart | CandidateCreated | CheckResult | TrialDone | Screening | Evaluation | Adoption | Rejection | Freeze
-    | FindingEvent | GroupEvent | ReviewEvent,
+    | FindingEvent | GroupEvent | ReviewEvent | ResearchEvent | ProposalEvent | ImplementationEvent | GradeEvent
+    | EvolveStop,
     Field(discriminator="kind"),
 ]
 _adapter: TypeAdapter[Event] = TypeAdapter(Event)
