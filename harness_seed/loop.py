@@ -202,6 +202,8 @@ class Agent:
             "summarizations": self.context.summarizations, "subcall_files": self.context.subcall_files,
             "requests": self.caller.request_log})
         self.trajectory.write()
+        if self.s.trajectory.atif_file:
+            self.trajectory.write_atif(self.agent_dir / self.s.trajectory.atif_file)
         try:
             await self.session.env.download(self.s.tmux.pane_log, self.agent_dir / "pane.log")
         except Exception as exc:  # noqa: BLE001 (a missing log must not hide the run's outcome)

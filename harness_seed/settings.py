@@ -75,6 +75,7 @@ class ModelSettings(_Section):
 
 class TrajectorySettings(_Section):
     file: str = "trajectory.json"
+    atif_file: str = "trajectory.atif.json"
 
 
 class Settings(_Section):

@@ -123,6 +123,43 @@ class Trajectory:
     def write(self) -> None:
         api.write_json_atomic(self.path, self.data)
 
+    def write_atif(self, path: str | Path) -> None:
+        """Write the strict ATIF v1.8 form (:func:`to_atif`) to ``path``."""
+        api.write_json_atomic(path, to_atif(self.data))
+
+
+ATIF_VERSION = "ATIF-v1.8"
+_ATIF_STEP_KEYS = ("step_id", "timestamp", "source", "model_name", "message", "reasoning_content", "tool_calls",
+                   "observation", "metrics", "extra")
+_ATIF_METRIC_KEYS = ("prompt_tokens", "completion_tokens", "cached_tokens", "cost_usd")
+
+
+def to_atif(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` (a ``trajectory.json``) as strict ATIF v1.8, the form Harbor's own models accept: fields ATIF
+    does not have (``trial_id``, ``episode``, ``latency_sec``) move into ``extra``; an agent step's message
+    becomes "Analysis: ...\nPlan: ..." as in the reference, the raw reply moving to ``extra.raw_message``."""
+    steps = []
+    for step in data["steps"]:
+        extra = {"trial_id": step.get("trial_id"), "episode": step.get("episode"), **(step.get("extra") or {})}
+        out = {k: step[k] for k in _ATIF_STEP_KEYS if step.get(k) is not None and k != "extra"}
+        if step["source"] == "agent" and (extra.get("analysis") or extra.get("plan")):
+            parts = [f"{label}: {extra[key]}" for label, key in (("Analysis", "analysis"), ("Plan", "plan"))
+                     if extra.get(key)]
+            out["message"], extra["raw_message"] = "\n".join(parts), step.get("message", "")
+        if step.get("metrics"):
+            metrics = step["metrics"]
+            out["metrics"] = {k: metrics[k] for k in _ATIF_METRIC_KEYS if metrics.get(k) is not None}
+            rest = {k: v for k, v in metrics.items() if k not in _ATIF_METRIC_KEYS}
+            if rest:
+                out["metrics"]["extra"] = rest
+        if not out.get("tool_calls"):
+            out.pop("tool_calls", None)
+        out["extra"] = extra
+        steps.append(out)
+    return {"schema_version": ATIF_VERSION, "session_id": data.get("session_id"), "agent": data["agent"],
+            "steps": steps, "final_metrics": data.get("final_metrics"),
+            "extra": {"trial_id": data.get("trial_id"), "source_schema_version": data.get("schema_version")}}
+
 
 def messages_sent(trajectory: dict[str, Any], step_id: int) -> list[dict]:
     """The full message list the model saw at ``step_id`` of a loaded ``trajectory.json``."""

@@ -11,11 +11,14 @@ must match the checked-in one (``RISE_WRITE_HARBOR_DIFF=1`` rewrites it).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import runpy
 import subprocess
 from pathlib import Path
+
+import pytest
 
 from harness_seed.parsing import parse_response, salvage_truncated
 from tests.test_harbor_diff_support import harbor_python
@@ -99,3 +102,28 @@ def test_seed_parsers_decide_as_harbor_or_the_difference_is_documented():
     missing = sorted({phrase for cid, phrase in known.items() if phrase not in differences_md})
     assert not missing, f"known.json quotes phrases that DIFFERENCES.md does not contain: {missing}"
     assert (DATA / "table.md").read_text() == generated, "table.md is stale: rerun with RISE_WRITE_HARBOR_DIFF=1"
+
+
+async def test_a_real_run_exports_atif_that_harbors_models_accept(tmp_path):
+    """A run through real tmux and real HTTP (scripted model) writes trajectory.atif.json; Harbor's own
+    ``harbor.models.trajectories.Trajectory`` validates it, and the step message is analysis and plan."""
+    from tests.test_seed_support import HAVE_TMUX, reply, run_agent
+
+    if not HAVE_TMUX:
+        pytest.skip("tmux is not installed")
+    python = await asyncio.to_thread(harbor_python)
+    done = reply(analysis="done", plan="finish", complete=True)
+    script = [reply(analysis="empty", plan="write it", commands=[("echo hi > out.txt\n", 0.1)]), done, done]
+    agent, _, status = await run_agent(script, tmp_path)
+    assert status == "completed"
+    atif = agent.agent_dir / "trajectory.atif.json"
+    check = ("import json, sys\nfrom harbor.models.trajectories import Trajectory\n"
+             "t = Trajectory.model_validate(json.load(open(sys.argv[1])))\n"
+             "print(t.schema_version, len(t.steps), t.steps[1].message.splitlines()[0])\n")
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    out = await asyncio.to_thread(subprocess.run, [str(python), "-c", check, str(atif)], capture_output=True,
+                                  text=True, env=env, timeout=300, check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split()[:3] == ["ATIF-v1.8", "4", "Analysis:"]
+    data = json.loads(atif.read_text())
+    assert data["steps"][1]["extra"]["episode"] == 0 and data["steps"][1]["extra"]["raw_message"].startswith("{")
