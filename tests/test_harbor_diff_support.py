@@ -46,7 +46,7 @@ def harbor_python() -> Path:
     """The venv's interpreter, building the venv first when needed."""
     base = find_python312()
     if base is None:
-        pytest.skip("no Python 3.12 on this machine (Harbor needs it): the differential test cannot run")
+        pytest.skip("optional: no Python 3.12 on this machine (Harbor needs it); the differential test cannot run")
     venv = venv_dir()
     python, marker = venv / "bin" / "python", venv / ".complete"
     venv.parent.mkdir(parents=True, exist_ok=True)
