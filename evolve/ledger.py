@@ -190,10 +190,19 @@ class EvolveStop(_Event):
     final: bool = Field(default=True, description="False for a budget stop: raising the budget lets it go on")
 
 
+class RoundEnd(_Event):
+    """A round of ``rise evolve`` finished: what it adopted, or why nothing."""
+
+    kind: Literal["round_end"] = "round_end"
+    round: int
+    adopted: str | None = None
+    reason: str = ""
+
+
 Event = Annotated[
     RoundStart | CandidateCreated | CheckResult | TrialDone | Screening | Evaluation | Adoption | Rejection | Freeze
     | FindingEvent | GroupEvent | ReviewEvent | ResearchEvent | ProposalEvent | ImplementationEvent | GradeEvent
-    | EvolveStop,
+    | EvolveStop | RoundEnd,
     Field(discriminator="kind"),
 ]
 _adapter: TypeAdapter[Event] = TypeAdapter(Event)
