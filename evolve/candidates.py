@@ -97,7 +97,9 @@ class CandidateCreation:
         commit = self.exp.commit_worktree(wt, f"{COMMIT_MARK} {cand.slug} (round {round_no}) from {source.name}")
         self.led.append(CandidateCreated(key=key, round=round_no, branch=branch, commit=commit, proposal={
             "source": str(source.resolve()) if is_patch else cand.source, "enabled": enabled,
-            "proposal": cand.proposal.model_dump(mode="json")}))
+            "proposal": cand.proposal.model_dump(mode="json"),
+            # the group an evolve proposal targets, where analysis ranking looks for groups tried and rejected
+            **({"group": g} if (g := cand.proposal.model_dump(mode="json").get("group")) else {})}))
         kill_point("created")
         return commit, wt
 
