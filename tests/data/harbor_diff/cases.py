@@ -54,6 +54,11 @@ CASES = [
     ("j28", "json", "task_complete true with a command", J.format(cmds=LS, tail=', "task_complete": true'), False),
     ("j29", "json", "a top-level array", "[" + LS + "]", False),
     ("j30", "json", "task_complete null", J.format(cmds="", tail=', "task_complete": null'), False),
+    ("j31", "json", "an unbalanced quote in prose before the object",
+     'It says "odd. ' + J.format(cmds=LS, tail=""), False),
+    ("j32", "json", "escaped quotes and braces inside strings",
+     J.format(cmds='{"keystrokes": "echo \\"{\\" > f\n", "duration": 0.1}', tail=""), False),
+    ("j33", "json", "a JSON code fence around the object", "```json\n" + J.format(cmds=LS, tail="") + "\n```", False),
     # -- XML ------------------------------------------------------------------------------------------------
     ("x01", "xml", "clean reply", X.format(cmds=XLS, tail=""), False),
     ("x02", "xml", "text before and after the block", "Here:\n" + X.format(cmds=XLS, tail="") + "\nbye", False),
@@ -106,4 +111,9 @@ CASES = [
      X.format(cmds='<keystrokes duration="1">ls</keystrokes>\n' + XLS, tail=""), False),
     ("x31", "xml", "an empty non-final keystroke",
      X.format(cmds='<keystrokes duration="3"></keystrokes>\n' + XLS, tail=""), False),
+    ("x32", "xml", "a heredoc that types </commands>",
+     X.format(cmds='<keystrokes duration="1">cat > f <<EOF\n</commands>\nEOF\n</keystrokes>\n', tail=""), False),
+    ("x33", "xml", "a response tag with an attribute", X.format(cmds=XLS, tail="").replace("<response>",
+                                                                                       '<response id="1">'), False),
+    ("x34", "xml", "an XML code fence around the block", "```xml\n" + X.format(cmds=XLS, tail="") + "\n```", False),
 ]
