@@ -127,3 +127,23 @@ async def test_a_real_run_exports_atif_that_harbors_models_accept(tmp_path):
     assert out.stdout.split()[:3] == ["ATIF-v1.8", "4", "Analysis:"]
     data = json.loads(atif.read_text())
     assert data["steps"][1]["extra"]["episode"] == 0 and data["steps"][1]["extra"]["raw_message"].startswith("{")
+
+
+def test_output_limiting_matches_harbor():
+    """The observation limiter keeps the same head, tail and omitted-bytes line as the reference's, also when
+    a cut falls inside a multi-byte character."""
+    from harness_seed.observation import limit_output
+
+    texts = [("short", 10000), ("x" * 10000, 10000), ("x" * 10001, 10000), ("ab" * 30000, 10000),
+             ("é" * 7000, 10000), ("a" + "€" * 5000 + "\n" + "z" * 6000, 10000), ("line\n" * 4000, 3000)]
+    python = harbor_python()
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    out = subprocess.run([str(python), str(DATA / "reference_limit.py")], input=json.dumps(texts),
+                         capture_output=True, text=True, env=env, timeout=300, check=True).stdout
+    reference = json.loads(out)
+    assert [once for once, _ in reference] == [limit_output(text, limit) for text, limit in texts]
+    # Evidence for DIFFERENCES.md (known reference defects): the reference limits an observation a second
+    # time; the twice-limited text reports the marker's own length as the omitted bytes, not the 50,000.
+    once, twice = reference[3]
+    assert "50000 interior bytes omitted" in once and "50000 interior bytes omitted" not in twice
+    assert twice.count("output limited to") == 1
