@@ -3,9 +3,10 @@
 Each line of ``spans.jsonl`` is one ``ExportTraceServiceRequest`` in the OTLP JSON encoding (lowerCamelCase
 fields, trace/span ids as lowercase hex, 64-bit integers and nanosecond times as decimal strings, enums as
 integers), holding exactly one span. The official ``opentelemetry-exporter-otlp-json-file`` is not on our
-index, so this module writes the same shape itself: the resource/scope prefix is encoded once and each span is
-appended with a single unbuffered ``os.write`` the moment it ends, so a trial killed with SIGKILL still leaves
-every ended span on disk (an ``os.write`` is never interrupted half-way by a Python signal handler).
+index, so this module writes the same shape itself: the resource/scope prefix is encoded once and whole lines
+are appended with single unbuffered ``os.write`` calls (never interrupted half-way by a Python signal handler):
+with ``write = "sync"`` each span the moment it ends; with the default writer thread a burst of spans at a time,
+``write_linger_ms`` after its first span ended (see :class:`JsonLinesSink`).
 
 The collector path reuses the SDK's ``OTLPSpanExporter`` (configured by the standard ``OTEL_EXPORTER_OTLP_*``
 variables) from a background thread, so a slow or absent collector never delays the harness.

@@ -5,9 +5,10 @@ present), writes spans to ``<agent_dir>/spans.jsonl`` (and to an OTLP/HTTP colle
 ``OTEL_EXPORTER_OTLP_*`` variables say so), sets ``trials.harness_api.TRIAL_ID``, then calls
 ``<pkg>.main.main(["--spec", SPEC])`` and exits with its return code.
 
-Every span is on disk the moment it ends, so SIGKILL loses only the spans still open. On SIGTERM (the runner's
-first signal at the timeout) a ``SystemExit`` unwinds the harness: open spans end with an error status, the
-harness's own ``finally`` blocks run, and the exporter is shut down.
+Ended spans reach the disk within ``write_linger_ms`` (the writer thread writes them in bursts; ``write = "sync"``
+writes each before its call returns), so SIGKILL loses the spans still open and those of the last burst window.
+On SIGTERM (the runner's first signal at the timeout) a ``SystemExit`` unwinds the harness: open spans end with an
+error status, the harness's own ``finally`` blocks run, and the exporter is shut down, writing every span.
 """
 
 from __future__ import annotations
