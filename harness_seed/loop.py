@@ -41,7 +41,7 @@ class Agent:
             self.caller.response_format = None  # the JSON schema constrains JSON-format replies only
         self.session = tmux.TmuxSession(env, settings.tmux, sleep=sleep)
         self.context = context.ContextManager(self.caller, client, settings.context, self.agent_dir,
-                                              instruction, screen=self.session.capture)
+                                              instruction, screen=self.visible_screen)
         self.handshake = completion.CompletionHandshake(settings.terminus.confirmations)
         self.trajectory = trajectory.Trajectory(
             self.agent_dir / settings.trajectory.file, trial_id,
@@ -183,6 +183,14 @@ class Agent:
         obs = observation.build_observation(buffer, screen, self.previous_buffer, self.s.observation.incremental)
         self.previous_buffer = obs.buffer
         return obs.text
+
+    async def visible_screen(self) -> str:
+        """The visible pane for summarization; empty when it cannot be read (a summary does not need it)."""
+        try:
+            return await self.session.capture()
+        except tmux.CaptureFailed as exc:
+            log.warning("no screen for the summary: %s", exc)
+            return ""
 
     def _record(self, episode: int, sent: list[dict], reply: model_call.ModelReply, parsed: Any, clock: _Clock,
                 extra: dict, done: bool = False) -> bool:

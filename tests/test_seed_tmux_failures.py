@@ -90,3 +90,21 @@ async def test_a_sandbox_that_is_gone_stays_infrastructure_and_keeps_the_step(tm
     assert len(srv.requests) == 1
     last = steps(agent)[-1]
     assert last["source"] == "agent" and "TmuxError" in last["extra"]["error"]
+
+
+async def test_a_summary_does_without_the_screen_when_it_cannot_be_read(tmp_path):
+    from types import SimpleNamespace
+
+    from harness_seed import loop
+    from tests.test_seed_support import fast_settings
+
+    env = FlakyEnv(tmp_path / "host")
+    session = tmux.TmuxSession(env, fast_settings(tmp_path, **{"tmux.capture_retry_wait_sec": 0.0}).tmux)
+    try:
+        await session.start()
+        env.fail_captures = env.failed + 100
+        assert await loop.Agent.visible_screen(SimpleNamespace(session=session)) == ""
+        with pytest.raises(tmux.CaptureFailed):
+            await session.capture()
+    finally:
+        await env.stop()
