@@ -1,6 +1,6 @@
 """What the runtime monitor costs per span, against the bare OpenTelemetry SDK in the same run.
 
-    python benchmarks/monitor_overhead.py [--calls 5000] [--rounds 3] [--no-trial] [--quick]
+    python benchmarks/monitor_overhead.py [--calls 5000] [--rounds 3] [--steps 10] [--no-trial] [--quick]
 
 1. In a trial (the goal's measure): the seed harness solves a starter task in this process (scripted model over
    real HTTP, local bwrap sandbox, real tmux), once bare, once with bare OpenTelemetry SDK spans at the same
@@ -185,7 +185,7 @@ def timer_overhead(calls: int = 20000) -> float:
     return best
 
 
-STEPS = 10  # episodes before the solving one: a trial of a few hundred spans, as a real one has
+STEPS = 10  # episodes before the solving one (160 spans in all): a real trial has hundreds of spans
 
 
 def _solver(steps: int = STEPS):
@@ -198,7 +198,7 @@ def _solver(steps: int = STEPS):
                    terminus_reply(complete=True), terminus_reply(complete=True)]
 
 
-async def _trial(work: Path, kind: str, overhead: float = 0.0) -> dict[str, float]:
+async def _trial(work: Path, kind: str, overhead: float = 0.0, steps: int = STEPS) -> dict[str, float]:
     """One trial: kind is bare, sdk (bare SDK spans) or monitor. Wall, spans, hook and writer CPU seconds
     (``overhead``: seconds per hook call that the timing itself costs, subtracted)."""
     spent, writer_cpu = [0.0, 0], [0.0]
@@ -238,19 +238,19 @@ async def _trial(work: Path, kind: str, overhead: float = 0.0) -> dict[str, floa
             if "sink" in state:
                 state["sink"].shutdown()
 
-    _, wall = await seed_trial(_solver(), work / kind, around=around)
+    _, wall = await seed_trial(_solver(steps), work / kind, around=around)
     spans = state["sink"].spans_written if "sink" in state else getattr(state.get("inst"), "spans", 0)
     hooks = max(spent[0] - spent[1] * overhead, 0.0)
     return {"wall": wall, "spans": spans, "hooks_sec": hooks, "hook_calls": spent[1], "writer_sec": writer_cpu[0]}
 
 
-def in_trial(work: Path, rounds: int) -> dict[str, list[dict[str, float]]]:
-    asyncio.run(seed_trial(_solver(), work / "warmup"))  # imports, sandbox caches: not the monitor's
+def in_trial(work: Path, rounds: int, steps: int = STEPS) -> dict[str, list[dict[str, float]]]:
+    asyncio.run(seed_trial(_solver(steps), work / "warmup"))  # imports, sandbox caches: not the monitor's
     runs: dict[str, list[dict[str, float]]] = {"bare": [], "sdk": [], "monitor": []}
     for r in range(rounds):
         overhead = timer_overhead()
         for kind, done in runs.items():
-            done.append(asyncio.run(_trial(work / f"r{r}", kind, overhead)))
+            done.append(asyncio.run(_trial(work / f"r{r}", kind, overhead, steps)))
     return runs
 
 
@@ -289,12 +289,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=5000, help="calls per workload (per-call table)")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved trial rounds")
+    parser.add_argument("--steps", type=int, default=STEPS, help="look-around episodes before the solving one")
     parser.add_argument("--no-trial", action="store_true", help="skip the trials (they need tmux + bwrap)")
     parser.add_argument("--json", action="store_true", help="also print the raw trial figures as JSON")
     quick_flag(parser)
     args = parser.parse_args()
     if args.quick:
-        args.calls, args.rounds = 200, 1
+        args.calls, args.rounds, args.steps = 200, 1, 1
     if not args.no_trial:
         require_sandbox()
     import harness_seed  # noqa: F401  (imported before instrumenting, as monitor.host does)
@@ -304,7 +305,7 @@ def main() -> int:
     trivial = RecordingConfig.from_toml('[[boundary]]\ntarget = "observation:limit_output"\n')
     try:
         if not args.no_trial:
-            runs = in_trial(out, args.rounds)
+            runs = in_trial(out, args.rounds, args.steps)
             report_trial(runs)
             if args.json:
                 print(json.dumps(runs, indent=1))
