@@ -150,16 +150,17 @@ def _gated_tasks(root: Path, n: int) -> Path:
     return root
 
 
-def _waiting(cluster: LocalRayCluster, job_id: str, nodes=tuple(NODES)) -> dict[str, Path]:
-    """Trials of ``job_id`` inside their agent phase on ``nodes``: trial name → its sandbox's /app on the host
-    (worker folders are ``<scratch>/<job id>/<attempt>/<trial>``)."""
-    return {pid.parent.parent.name: pid.parent.parent / "sandbox" / "root" / "app"
-            for node in nodes for pid in cluster.scratch(node).glob(f"{job_id}/*/*/agent/agent.pid")}
+def _waiting(cluster: LocalRayCluster, job_id: str, nodes=tuple(NODES)) -> list[Path]:
+    """Worker folders (``<scratch>/<job id>/<attempt>/<trial>``) of ``job_id``'s trials inside their agent phase
+    on ``nodes``; a killed driver's attempts stay there too, beside the new ones of the same trial."""
+    return sorted(pid.parent.parent for node in nodes
+                  for pid in cluster.scratch(node).glob(f"{job_id}/*/*/agent/agent.pid"))
 
 
-def _open_gate(app: Path) -> None:
+def _open_gate(work: Path) -> None:
+    """Let the gated solution of the trial in worker folder ``work`` go on."""
     try:
-        (app / "go").touch()
+        (work / "sandbox" / "root" / "app" / "go").touch()
     except FileNotFoundError:  # that trial has just ended (or was a killed attempt's), its folder is gone
         pass
 
@@ -183,23 +184,24 @@ def test_a_driver_killed_mid_grid_resumes_without_running_a_delivered_trial_agai
                                "-r", "1", "--executor", "ray", "--ray-address", cluster.address, "--job-dir", str(job),
                                "--no-progress"], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        first = min(_until(lambda: _waiting(cluster, job_id), "a trial in its agent phase").items())
-        (first[1] / "go").touch()
-        _until(lambda: (job / first[0] / "result.json").is_file(), f"{first[0]} delivered")
-        _until(lambda: set(_waiting(cluster, job_id)) - {first[0]}, "a second trial in its agent phase")
+        work = _until(lambda: _waiting(cluster, job_id), "a trial in its agent phase")[0]
+        first = work.name
+        _open_gate(work)
+        _until(lambda: (job / first / "result.json").is_file(), f"{first} delivered")
+        _until(lambda: {w.name for w in _waiting(cluster, job_id)} - {first}, "a second trial in its agent phase")
     finally:
         driver.kill()
         driver.wait(30)
-    kept = TrialResult.load(job / first[0] / "result.json")
+    kept = TrialResult.load(job / first / "result.json")
     assert kept.status == "passed"
-    assert sorted(p.name for p in job.iterdir() if p.is_dir() and not p.name.startswith(".")) == [first[0]]
+    assert sorted(p.name for p in job.iterdir() if p.is_dir() and not p.name.startswith(".")) == [first]
 
     stop = threading.Event()
 
     def open_all() -> None:
         while not stop.is_set():
-            for app in _waiting(cluster, job_id).values():
-                _open_gate(app)
+            for work in _waiting(cluster, job_id):
+                _open_gate(work)
             time.sleep(0.1)
 
     opener = threading.Thread(target=open_all, daemon=True)
@@ -211,7 +213,7 @@ def test_a_driver_killed_mid_grid_resumes_without_running_a_delivered_trial_agai
         stop.set()
         opener.join(10)
     assert res.complete and res.metrics["pass_at_1"] == 1.0 and res.trials_run == 2
-    assert TrialResult.load(job / first[0] / "result.json").run_id == kept.run_id  # never run twice
+    assert TrialResult.load(job / first / "result.json").run_id == kept.run_id  # never run twice
     assert not list(job.glob("*.attempt-*"))  # nothing of the killed driver's was in the folder to move aside
 
 
@@ -228,10 +230,10 @@ class Gatekeeper(threading.Thread):
         deadline = time.monotonic() + 240
         try:
             while not self.stop.is_set() and time.monotonic() < deadline:
-                for app in self.cluster.scratch(self.survivor).glob(f"{self.job_id}/*/*/sandbox/root/app"):
-                    _open_gate(app)
+                for work in self.cluster.scratch(self.survivor).glob(f"{self.job_id}/*/*"):
+                    _open_gate(work)
                 if not self.killed:
-                    inside = sorted(_waiting(self.cluster, self.job_id, (self.victim,)))
+                    inside = [w.name for w in _waiting(self.cluster, self.job_id, (self.victim,))]
                     if inside:
                         self.caught = inside
                         self.killed = self.cluster.kill_node(self.victim)
