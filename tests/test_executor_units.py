@@ -185,3 +185,22 @@ def test_rise_eval_refuses_a_ray_address_without_the_ray_executor(tmp_path):
     assert res.exit_code == 2 and "--ray-address needs --executor ray" in res.output
     res = CliRunner().invoke(app, ["eval", "--tasks", str(tmp_path), "--executor", "slurm"])
     assert res.exit_code == 2 and "--executor is local or ray" in res.output
+
+
+def test_experiment_executor_reaches_every_grid_plan_of_the_controller(tmp_path):
+    from evolve.controller import Controller
+    from evolve.experiment import ExperimentConfig
+    from evolve.store import init_experiment, open_experiment
+
+    cfg = ExperimentConfig.model_validate({
+        "name": "scale", "endpoint": {"base_url": "http://127.0.0.1:9/v1", "model": "m"},
+        "tasks": {"dir": str(Path(__file__).resolve().parents[1] / "data" / "starter")},
+        "executor": {"kind": "ray", "address": "head:6379", "replicas": ["http://127.0.0.1:10/v1"],
+                     "trial_timeout_sec": 900}})
+    init_experiment("scale", cfg, runs_dir=tmp_path / "runs")
+    exp = open_experiment("scale", runs_dir=tmp_path / "runs")  # read back from the frozen experiment.toml
+    plan = Controller(exp).plan("reference", exp.root / "harness", ["hello-file"], 1, tmp_path / "job")
+    assert plan.executor == ExecutorConfig(kind="ray", address="head:6379", replicas=["http://127.0.0.1:10/v1"],
+                                           trial_timeout_sec=900)
+    with pytest.raises(ValueError, match=r"executor\.kind"):
+        ExperimentConfig.model_validate({**cfg.model_dump(mode="json"), "executor": {"kind": "k8s"}})
