@@ -142,40 +142,33 @@ class _BareSdk(Instrumentation):
         handle.__exit__(type(exc), exc, exc.__traceback__)
 
 
-def _time_hooks(inst: Instrumentation, spent: list[float]) -> None:
-    """Add the CPU time of this thread spent in every span hook to ``spent[0]`` and count the hook calls in
-    ``spent[1]``. CPU time of the thread, not wall time: other processes on a shared machine and the other
-    threads of the trial (the scripted server, the span writer) do not count as the hook's."""
-    for hook in ("_enter", "_leave", "_leave_error"):
-        original = getattr(inst, hook)
+def _timed(fn, spent: list):
+    """``fn`` wrapped to add its CPU time on this thread to ``spent[0]`` and count its calls in ``spent[1]``."""
 
-        def timed(*a, _f=original):
-            t0 = _cpu()
-            try:
-                return _f(*a)
-            finally:
-                spent[0] += _cpu() - t0
-                spent[1] += 1
-
-        setattr(inst, hook, timed)
-
-
-def timer_overhead(calls: int = 20000) -> float:
-    """Seconds that timing one hook adds by itself (reading the thread's CPU clock is a system call here):
-    measured around a hook that does nothing, in this run, and subtracted from the hook totals."""
-    spent = [0.0, 0]
-
-    def nothing(*a):
-        return None
-
-    def timed(*a, _f=nothing):
+    def timed(*a):
         t0 = _cpu()
         try:
-            return _f(*a)
+            return fn(*a)
         finally:
             spent[0] += _cpu() - t0
             spent[1] += 1
 
+    return timed
+
+
+def _time_hooks(inst: Instrumentation, spent: list) -> None:
+    """Time every span hook of ``inst`` into ``spent``. CPU time of the thread, not wall time: other processes
+    on a shared machine and the other threads of the trial (the scripted server, the span writer) do not count
+    as the hook's."""
+    for hook in ("_enter", "_leave", "_leave_error"):
+        setattr(inst, hook, _timed(getattr(inst, hook), spent))
+
+
+def timer_overhead(calls: int = 20000) -> float:
+    """Seconds that timing one hook adds by itself (reading the thread's CPU clock is a system call here):
+    the same timing wrapper around a hook that does nothing, in this run; subtracted from the hook totals."""
+    spent = [0.0, 0]
+    timed = _timed(lambda *a: None, spent)
     best = float("inf")
     for _ in range(5):
         spent[0] = 0.0
