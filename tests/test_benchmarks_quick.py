@@ -79,3 +79,36 @@ def test_a_broken_benchmark_fails_the_check(tmp_path):
         check_quick_run(broken)
     (tmp_path / "_helper.py").write_text("raise SystemExit(1)\n")
     assert benchmark_scripts(tmp_path) == [broken]
+
+
+def _load_benchmark(name: str, monkeypatch):
+    """Import benchmarks/<name>.py as a module (its sibling ``_support`` on the path, as when run)."""
+    import importlib.util
+
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCHMARKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_monitor_overhead_states_only_what_it_compared(monkeypatch, capsys):
+    # It used to call the instrumented-minus-bare wall difference "noise" whatever its size (issue 15, item 11).
+    bench = _load_benchmark("monitor_overhead", monkeypatch)
+
+    def run(wall: float, spans: int = 100, hooks: float = 0.002, writer: float = 0.001) -> dict:
+        return {"wall": wall, "spans": spans, "hooks_sec": hooks, "hook_calls": 2 * spans, "writer_sec": writer}
+
+    sdk = [run(1.0, hooks=0.010, writer=0.0)]
+    bench.report_trial({"bare": [run(1.0), run(1.1)], "sdk": sdk, "monitor": [run(3.0)]})
+    out = capsys.readouterr().out
+    assert "outside the 0.10 s spread of the bare rounds" in out and "noise" not in out
+    bench.report_trial({"bare": [run(1.0), run(1.1)], "sdk": sdk, "monitor": [run(1.05)]})
+    assert "within the 0.10 s spread" in capsys.readouterr().out
+    # 30 µs per span against a 100 µs SDK span: met in µs and as a ratio; 300 µs: neither
+    bench.report_trial({"bare": [run(1.0)], "sdk": sdk, "monitor": [run(1.0, hooks=0.002, writer=0.001)]})
+    out = capsys.readouterr().out
+    assert "30.0 µs per span" in out and "≤ 30 µs per span: met" in out and "): met" in out
+    bench.report_trial({"bare": [run(1.0)], "sdk": sdk, "monitor": [run(1.0, hooks=0.02, writer=0.01)]})
+    out = capsys.readouterr().out
+    assert "NOT met in µs" in out and "): NOT met" in out
