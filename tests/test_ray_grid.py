@@ -173,6 +173,15 @@ def _until(check, what: str, timeout: float = 180.0):
     return value
 
 
+def test_a_trial_past_its_wall_clock_limit_on_a_worker_is_infra_and_not_rerun(cluster, tmp_path):
+    tasks = _gated_tasks(tmp_path / "tasks", 1)  # its gate never opens: the solution waits (up to 120 s)
+    res = asyncio.run(run_job(_config(tasks, "limit-job", r=1), tmp_path / "job", progress=False,
+                              executor=ExecutorConfig(kind="ray", address=cluster.address, trial_timeout_sec=4)))
+    trial = TrialResult.load(tmp_path / "job" / "gated-0__r1" / "result.json")
+    assert trial.status == "infra" and trial.infra_cause == "trial_timeout" and "4 s" in trial.infra_message
+    assert not res.complete and not list((tmp_path / "job").glob("*.attempt-*"))  # a limit is not a lost node
+
+
 def test_a_driver_killed_mid_grid_resumes_without_running_a_delivered_trial_again(cluster, tmp_path):
     """kill -9 of the driver (rise eval) while one cell is delivered and others run on the workers: the job
     folder holds exactly the delivered cell; --resume runs only the others."""
