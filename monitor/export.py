@@ -349,9 +349,21 @@ class JsonLinesSink:
     def _write(self, spans: list[SpanData]) -> None:
         if self._fd < 0:
             return
+        lines, good = [], []
+        for s in spans:  # a span that cannot be encoded is lost alone, not with the rest of its burst
+            try:
+                lines.append(self._line(s))
+                good.append(s)
+            except Exception as exc:  # noqa: BLE001 - the monitor must not crash the harness
+                self.write_errors += 1
+                self.spans_lost += 1
+                if self.write_errors <= 3:
+                    log.warning("monitor: could not encode span %s for %s: %r", s.name, self.path, exc)
+        spans = good
+        if not spans:
+            return
         try:
-            data = "".join(self._line(s) for s in spans).encode("utf-8", "replace")
-            os.write(self._fd, data)
+            os.write(self._fd, "".join(lines).encode("utf-8", "replace"))
             self.spans_written += len(spans)
         except Exception as exc:  # noqa: BLE001 - a full disk must not crash the harness
             self.write_errors += 1

@@ -186,3 +186,12 @@ def test_static_attributes_encode_like_the_rest():
     only_static = SpanData(1, 2, None, "mod:f", 1, 2, dict(static), static=static)
     assert json.loads(encode_span(only_static))["attributes"] == json.loads(
         encode_span(SpanData(1, 2, None, "mod:f", 1, 2, dict(static))))["attributes"]
+
+
+def test_a_span_that_cannot_be_encoded_is_lost_alone(tmp_path):
+    sink = JsonLinesSink(tmp_path / "spans.jsonl", RESOURCE, mode="sync")
+    bad = SpanData(1, 3, None, "bad", 1, 2, {"rise.args": {"x": object()}})  # not JSON: json.dumps raises
+    sink._write([sample_spans()[0], bad, sample_spans()[1]])
+    sink.shutdown()
+    assert [s.name for _, s in read_jsonl(tmp_path / "spans.jsonl")[0]] == ["loop:Agent.run", "tools:explode"]
+    assert sink.spans_written == 2 and sink.spans_lost == 1 and sink.write_errors == 1
