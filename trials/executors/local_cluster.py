@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -139,6 +140,7 @@ class LocalRayCluster:
         time.sleep(1.0)
         for node in ("head", *self.nodes):
             self.kill_node(node, timeout=10.0)
+        shutil.rmtree(self.temp_dir, ignore_errors=True)  # Ray's session logs and sockets of this cluster
 
     def __enter__(self) -> Self:
         return self.start()
