@@ -95,7 +95,7 @@ def register_role(role: Role) -> Role:
 
 # Modules outside evolve/agents/roles/ that register roles (the analysis and research rooms); a module not
 # built yet is skipped, one that fails to import is an error.
-ROLE_MODULES = ("evolve.analysis.roles", "evolve.researcher")
+ROLE_MODULES = ("evolve.analysis.roles", "evolve.researcher", "evolve.proposals", "evolve.implement")
 
 
 def _load_builtin_roles() -> None:

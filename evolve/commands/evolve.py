@@ -96,6 +96,50 @@ def reference_cmd(
     _out.print(f"reference corpus of {version or exp.incumbent()}: {path}")
 
 
+def evolve_cmd(
+    name: Annotated[str, typer.Argument(help="experiment name or path")],
+    rounds: Annotated[int, typer.Option("--rounds", help="the last round number to reach")] = 1,
+    candidates: Annotated[int, typer.Option("--candidates", help="groups, so candidates, per round")] = 1,
+    resume: Annotated[bool, typer.Option("--resume", help="continue a started round; finished work is kept")]
+    = False,
+    no_external_research: Annotated[bool, typer.Option("--no-external-research",
+                                                       help="ablation: proposals from local information only")]
+    = False,
+    no_harness_evidence: Annotated[bool, typer.Option("--no-harness-evidence",
+                                                      help="ablation: analysts see trajectories and code only")]
+    = False,
+    patience: Annotated[int, typer.Option(help="stop after this many rounds in a row without adoption")] = 2,
+    max_usd: Annotated[float | None, typer.Option(help="$ for role calls and trials (default: budgets.max_usd)")]
+    = None,
+    max_tokens: Annotated[int | None, typer.Option(help="tokens of role calls")] = None,
+    max_hours: Annotated[float | None, typer.Option(help="wall time of this invocation")] = None,
+    max_pairs: Annotated[int | None, typer.Option(help="at most this many success/failure pairs analysed")]
+    = None,
+    runs_dir: Annotated[Path, typer.Option(help="where experiments live")] = Path("runs"),
+    progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
+) -> None:
+    """The overnight loop: analysis, research, proposals, implementation, checks, screening, evaluation,
+    decision and publication, round after round within budgets (exit 0: stopped for good; 3: a budget or ⊥ cells
+    stopped it, raise the budget or fix the cause and rerun with --resume; 1: it could not run)."""
+    from ..evolve_loop import Evolution, EvolveOptions
+
+    try:
+        exp = open_experiment(name, runs_dir)
+        opts = EvolveOptions(rounds=rounds, candidates=candidates, resume=resume, patience=patience,
+                             external_research=not no_external_research,
+                             harness_evidence=not no_harness_evidence, max_usd=max_usd, max_tokens=max_tokens,
+                             max_hours=max_hours, max_pairs=max_pairs)
+        report = Evolution(exp, opts, progress=progress, say=lambda s: _out.print(s, markup=False)).run()
+    except (RiseError, StoreError, ValueError, OSError) as exc:
+        _err.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(1) from None
+    adopted = [f"round {r['round']}: {r['adopted']}" for r in report.rounds if r["adopted"]]
+    _out.print(f"stopped: {report.stopped}", markup=False)
+    _out.print("adopted: " + (", ".join(adopted) or "nothing"), markup=False)
+    raise typer.Exit(0 if report.final else 3)
+
+
 def register(app: typer.Typer) -> None:
     app.command("round")(round_cmd)
     app.command("reference")(reference_cmd)
+    app.command("evolve")(evolve_cmd)
