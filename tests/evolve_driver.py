@@ -1,0 +1,30 @@
+"""A ``rise evolve`` process for the kill -9 tests (not a test module): the loop on an existing experiment with
+the test doubles of tests/test_evolve_support.py (scripted role backend, real smoke, stand-in contracts).
+
+    python -m tests.evolve_driver RUNS NAME CALLS_LOG ROUNDS MECHANISM
+
+``RISE_TEST_KILL_AT=<stage>`` in the environment kills it at that stage (validate.evaluate.kill_point)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str]) -> int:
+    from evolve.evolve_loop import Evolution, EvolveOptions
+    from evolve.store import open_experiment
+    from tests.test_evolve_support import TRIM, VERIFY, ScriptedRoles, repairing_checks
+
+    runs, name, calls, rounds, mech = argv
+    exp = open_experiment(name, Path(runs))
+    proposal = {"verify-completion": VERIFY, "keystroke-trim": TRIM}[mech]
+    roles = ScriptedRoles({n: [proposal] for n in range(1, int(rounds) + 1)}, Path(calls), run_check=())
+    report = Evolution(exp, EvolveOptions(rounds=int(rounds), resume=True, external_research=False), roles,
+                       checks=repairing_checks(set())).run()
+    print("STOPPED", report.stopped, "ADOPTED", [r["adopted"] for r in report.rounds])
+    return 0 if report.final else 3
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

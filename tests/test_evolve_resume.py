@@ -1,0 +1,98 @@
+"""``rise evolve`` after kill -9 at each stage, and a $ budget that stops the loop before the unit that would
+exceed it (real parts and test doubles as in tests/test_evolve_loop.py; see tests/test_evolve_support.py).
+
+Counting: every role call the scripted backend receives is logged with a hash of its prompt, every finished
+call has a transcript, every trial a ``trial_done`` event; after the kills and resumes each is there once."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from evolve.agents import read_transcript
+from evolve.candidates import set_toml_value
+from evolve.evolve_loop import Evolution, EvolveOptions
+from tests.fakes.openai_server import ScriptedServer
+from tests.test_controller_support import parts_missing
+from tests.test_evolve_support import FlakyClaimer, ScriptedRoles, calls_logged, make_experiment
+
+pytestmark = [pytest.mark.tmux, pytest.mark.sandbox]
+REPO = Path(__file__).resolve().parents[1]
+# research is off here (its unit makes no call), so its kill point is left out to keep the test short
+STAGES = ["reference:trial@2", "analysis-finding", "evolve-proposal", "evolve-implementation", "smoke",
+          "evaluation:trial@2", "evolve-grade"]
+
+
+@pytest.fixture
+def server():
+    if (why := parts_missing()):
+        pytest.skip(why)
+    with ScriptedServer(FlakyClaimer(), model="scripted") as srv:
+        yield srv
+
+
+def _ends(root: Path) -> list[dict]:
+    return [r for p in (root / "rounds").rglob("transcripts/*.jsonl") for r in read_transcript(p)
+            if r["kind"] == "end"]
+
+
+def test_kill_at_each_stage_then_resume_repeats_no_role_call_or_trial(tmp_path, server):
+    runs, calls = tmp_path / "runs", tmp_path / "calls.log"
+    exp = make_experiment(runs, server.base_url)
+    args = [sys.executable, "-m", "tests.evolve_driver", str(runs), "evo", str(calls), "1", "verify-completion"]
+    for stage in STAGES:
+        env = {**os.environ, "RISE_TEST_KILL_AT": stage}
+        proc = subprocess.run(args, check=False, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == -9, f"not killed at {stage}: rc {proc.returncode}\n{proc.stderr[-3000:]}"
+    env = {k: v for k, v in os.environ.items() if k != "RISE_TEST_KILL_AT"}
+    proc = subprocess.run(args, check=False, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "ADOPTED ['v1']" in proc.stdout
+
+    led = exp.ledger
+    keys = [e.key for e in led.events]
+    assert len(keys) == len(set(keys))
+    # each role called once, each finished call has one transcript
+    logged = calls_logged(calls)
+    assert sorted(c.split()[0] for c in logged) == ["analyst", "implementer", "proposer", "reviewer"]
+    ends = _ends(exp.root)
+    assert len(ends) == len(logged) and all(r["status"] == "ok" for r in ends)
+    # every trial ran once: 4 reference, 1 screening, 4 evaluation; one trial folder each
+    done = led.find("trial_done")
+    assert len(done) == 9 and all(e.status != "infra" for e in done)
+    folders = [p for p in exp.root.rglob("result.json") if "checks" not in p.parts and "worktrees" not in p.parts]
+    assert len({p.resolve() for p in folders}) == 9
+    (adoption,) = led.find("adoption")
+    (grade,) = led.find("grade")
+    assert adoption.version == "v1" and grade.grade["grade"] == "effective"
+
+
+def test_usd_budget_stops_before_the_unit_then_resume_after_raising_it(tmp_path, server):
+    exp = make_experiment(tmp_path / "runs", server.base_url, budgets={"max_usd": 0.3},
+                          agents={"roles": {"proposer": {"limits": {"max_usd": 0.5}}}})
+    quote = (REPO / "data" / "starter" / "write-json" / "instruction.md").read_text().splitlines()[0]
+    overfit = {"mechanism": "json-hint", "summary": f"Tell the model: {quote}", "behaviour_change": "a hint in "
+               "the first prompt", "setting": "prompt.hint", "predicted_fixes": ["write-json"]}
+    roles = ScriptedRoles({1: [overfit]}, tmp_path / "calls.log")
+    first = Evolution(exp, EvolveOptions(rounds=1, external_research=False), roles).run()
+    assert not first.final and "$ budget" in first.stopped and "reserved for proposal" in first.stopped
+    assert "max_usd $0.3000" in first.stopped
+    assert [c.split()[0] for c in calls_logged(tmp_path / "calls.log")] == ["analyst", "reviewer"]
+    assert exp.ledger.find("proposal") == [] and exp.ledger.find("evolve_stop")[0].final is False
+    trials = len(exp.ledger.find("trial_done"))
+
+    set_toml_value(exp.config_path, "budgets.max_usd", 5.0)
+    second = Evolution(exp, EvolveOptions(rounds=1, resume=True, external_research=False), roles).run()
+    assert second.final and second.stopped == "1 round(s) done"
+    assert [c.split()[0] for c in calls_logged(tmp_path / "calls.log")] == ["analyst", "reviewer", "proposer"]
+    assert len(exp.ledger.find("trial_done")) == trials  # nothing ran twice
+    # the proposal quoted a development task's instruction: refused, recorded, nothing implemented
+    (prop,) = exp.ledger.find("proposal")
+    assert prop.status == "refused" and "write-json/instruction.md" in prop.reason
+    assert exp.ledger.find("implementation") == []
+    (end,) = exp.ledger.find("round_end")
+    assert end.adopted is None and "no candidate was implemented" in end.reason
