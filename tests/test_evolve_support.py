@@ -128,10 +128,11 @@ class ScriptedRoles:
     name = "scripted"
 
     def __init__(self, proposals: dict[int, list[dict]], count_file: Path, *, price_per_mtok: float = 10.0,
-                 run_check: tuple[str, ...] = ("verify-completion",)):
+                 run_check: tuple[str, ...] = ("verify-completion",), bad_findings: bool = False):
         from trials.endpoints.spec import PriceTable
 
         self.proposals, self.count_file, self.run_check = proposals, count_file, run_check
+        self.bad_findings = bad_findings  # the analyst cites an episode that does not exist
         self.price = PriceTable(input_per_mtok=price_per_mtok, output_per_mtok=price_per_mtok)
         self.tool_results: list[tuple[str, str]] = []
 
@@ -154,7 +155,7 @@ class ScriptedRoles:
         before = self._log(role, rnd, job.prompt)
         tools = {t.name: t for t in job.tools}
         if role == "analyst":
-            answer = _analyst(job.prompt)
+            answer = _analyst(job.prompt, 99 if self.bad_findings else 0)
         elif role == "grouper":
             ids = [ln.split()[1] for ln in job.prompt.splitlines() if ln.startswith("- f")]
             answer = {"groups": [{"name": "verify before claiming", "wish": "check before a claim", "members": ids}]}
@@ -188,13 +189,13 @@ class ScriptedRoles:
                                                        requests=1))
 
 
-def _analyst(prompt: str) -> dict:
+def _analyst(prompt: str, episode: int = 0) -> dict:
     from tests.test_analysis_support import finding_answer
 
     success = prompt.split("Run **", 1)[1].split("**", 1)[0]
     failure = prompt.split("run\n**", 1)[1].split("**", 1)[0] if "run\n**" in prompt else \
         prompt.split("; run **", 1)[1].split("**", 1)[0]
-    return finding_answer(success, failure, 0)
+    return finding_answer(success, failure, episode)
 
 
 def calls_logged(count_file: Path) -> list[str]:

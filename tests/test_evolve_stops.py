@@ -1,0 +1,53 @@
+"""``rise evolve`` stopping conditions on crafted reference corpora (no trials run): no flipping task, no group
+left after analysis, patience. The analysis and the ledger are the real ones; roles are the scripted role
+backend of tests/test_evolve_support.py (a test double)."""
+
+from __future__ import annotations
+
+from evolve.candidates import set_toml_value
+from evolve.evolve_loop import Evolution, EvolveOptions
+from evolve.ledger import Evaluation
+from tests.test_analysis_support import make_experiment
+from tests.test_evolve_support import ScriptedRoles, calls_logged
+
+
+def _with_reference(tmp_path, grid):
+    exp = make_experiment(tmp_path, grid)
+    commit = exp.commit_of("v0")  # the crafted corpus stands for v0's finished reference runs
+    exp.ledger.append(Evaluation(key=f"{commit}:reference", commit=commit, purpose="reference", complete=True,
+                                 metrics={}, job_dir="versions/v0/reference"))
+    return exp
+
+
+def test_no_flipping_task_stops_for_good_without_a_role_call(tmp_path):
+    exp = _with_reference(tmp_path, {"alpha": "pp", "beta": "ff"})
+    roles = ScriptedRoles({}, tmp_path / "calls.log")
+    report = Evolution(exp, EvolveOptions(rounds=3, external_research=False), roles).run()
+    assert report.final and report.stopped == "no flipping tasks in the reference corpus of v0"
+    assert calls_logged(tmp_path / "calls.log") == []
+    (end,) = exp.ledger.find("round_end")
+    assert end.round == 1 and end.adopted is None
+    assert (exp.root / "rounds" / "r01" / "evolve.md").is_file()
+
+
+def test_no_group_left_stops_after_the_analysis(tmp_path):
+    exp = _with_reference(tmp_path, {"alpha": "pf"})
+    roles = ScriptedRoles({}, tmp_path / "calls.log", bad_findings=True)
+    report = Evolution(exp, EvolveOptions(rounds=3, external_research=False), roles).run()
+    assert report.final and report.stopped == "no group of findings to propose for"
+    # the finding cited a step that does not exist: sent back once, then dropped; no proposer call
+    assert [c.split()[0] for c in calls_logged(tmp_path / "calls.log")] == ["analyst", "analyst"]
+    assert exp.ledger.find("proposal") == []
+
+
+def test_patience_stops_after_rounds_without_adoption(tmp_path):
+    exp = _with_reference(tmp_path, {"alpha": "pf"})
+    assert set_toml_value(exp.config_path, "tasks.development", ["alpha"])  # the crafted task has no folder
+    failing = {"mechanism": "x-y", "summary": "a proposal whose implementation fails",
+               "behaviour_change": "nothing at all", "setting": "x.y"}
+    roles = ScriptedRoles({1: [failing], 2: [failing]}, tmp_path / "calls.log")
+    report = Evolution(exp, EvolveOptions(rounds=5, patience=2, external_research=False), roles).run()
+    # the scripted implementer knows no mechanism "x-y": its call fails, the round adopts nothing
+    assert report.stopped == "2 round(s) in a row without adoption (patience 2)" and report.final
+    assert [r["round"] for r in report.rounds] == [1, 2]
+    assert [e.status for e in exp.ledger.find("implementation")] == ["failed", "failed"]
