@@ -7,6 +7,7 @@ to the implementer in the same worktree, at most ``max_repairs`` times (the cont
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,11 +15,12 @@ from typing import Any
 import git
 from pydantic import BaseModel, Field
 
-from evolve.agents import IMPLEMENTER_TOOLS, Limits, Role, RoleResult, register_role, run_role
+from evolve.agents import IMPLEMENTER_TOOLS, Limits, Role, RoleError, RoleResult, register_role, run_role
 from evolve.agents.backends import Backend
 from evolve.proposals.models import ProposalSpec
 from evolve.store import Experiment
 
+log = logging.getLogger(__name__)
 IMPLEMENT_MARK = "rise implementer"  # the first word differs from the controller's "rise candidate" commits
 
 
@@ -102,9 +104,13 @@ def repair_hook(exp: Experiment, backend_for: Callable[[str], Backend], specs: d
         before = repo.git.status("--porcelain") + repo.head.commit.hexsha
         text = "\n".join(f"- {f}" for f in failures)[:6000]
         inputs = ImplementerInputs(proposal=spec.model_dump(mode="json"), failures=text)
-        calls.append(run_role(role, inputs, candidate_dir, backend_for(Path(candidate_dir).parent.name),
-                              harness=candidate_dir, extra=_check_extra(exp, incumbent_dir, Path(candidate_dir)),
-                              **run_options))
+        try:
+            calls.append(run_role(role, inputs, candidate_dir, backend_for(Path(candidate_dir).parent.name),
+                                  harness=candidate_dir, extra=_check_extra(exp, incumbent_dir, Path(candidate_dir)),
+                                  **run_options))
+        except RoleError as exc:  # a failed repair is no repair: the contracts fail as they are (transcript kept)
+            log.warning("repair of %s by the implementer failed: %s", candidate_dir, exc)
+            return False
         return repo.git.status("--porcelain") + repo.head.commit.hexsha != before
 
     return repair

@@ -1,0 +1,42 @@
+"""The controller's repair hook (evolve.implement.repair_hook): failures reach the implementer in the candidate's
+worktree; a worktree it did not make, or a repair call that fails, is no repair (False), never a crash."""
+
+from __future__ import annotations
+
+from evolve.agents import RoleError
+from evolve.implement import repair_hook
+from evolve.proposals import ProposalSpec
+from tests.test_analysis_support import make_experiment
+
+
+class FailingBackend:
+    """A role backend test double whose every call fails the way a dead endpoint does."""
+
+    name = "failing"
+
+    def __init__(self):
+        from trials.endpoints.spec import PriceTable
+
+        self.price, self.calls = PriceTable(), 0
+
+    async def run(self, job):
+        self.calls += 1
+        raise RoleError(job.role.name, "backend", "connection refused")
+
+
+def test_repair_goes_to_the_implementer_and_a_failed_call_is_no_repair(tmp_path):
+    exp = make_experiment(tmp_path, {"alpha": "pf"})
+    _, wt = exp.create_candidate(1, "verify")
+    backend = FailingBackend()
+    calls: list = []
+    spec = ProposalSpec(mechanism="verify", summary="verify before a claim", setting="completion.verify")
+    repair = repair_hook(exp, lambda name: backend, {"r01-verify": spec}, wt, calls,
+                         transcripts=tmp_path / "transcripts")
+    assert repair(wt, ["verify: positive case failed"]) is False
+    assert backend.calls == 1 and calls == []
+    (transcript,) = (tmp_path / "transcripts").glob("implementer-*.jsonl")
+    text = transcript.read_text()
+    assert "verify: positive case failed" in text and "connection refused" in text
+
+    _, other = exp.create_candidate(1, "by-hand")  # a person's patch: nobody to send it to
+    assert repair(other, ["x"]) is False and backend.calls == 1
