@@ -114,7 +114,8 @@ class ModelCaller:
         output tokens to ``cost.parallel_output_tokens`` (a single call is its own critical path).
         ``free_text`` lifts the ``json_schema`` constraint (summaries are prose)."""
         result = await self._with_retries("call", lambda: self.client.chat(
-            messages, temperature=self.s.temperature, max_tokens=self.s.max_tokens, seed=self.s.seed if self.s.seed >= 0 else None,
+            messages, temperature=self.s.temperature, max_tokens=self.s.max_tokens,
+            seed=self.s.seed if self.s.seed >= 0 else None,
             response_format=None if free_text else self.response_format))
         choice = result.choices[0]
         self.cost.generator.add(result.input_tokens, result.output_tokens)

@@ -100,6 +100,20 @@ async def test_context_length_dialects(error):
     assert info.value.requested in (9000, 5000)
 
 
+@pytest.mark.parametrize("error", [
+    ScriptedError(422, "Input validation error: `inputs` tokens + `max_new_tokens` must be <= 8192. Given: 9000 "
+                       "`inputs` tokens and 256 `max_new_tokens`"),  # TGI
+    ScriptedError(400, "Requested tokens exceed the model's context length of 8192"),
+    ScriptedError(400, "ValidationException: Input is too long for requested model."),  # Bedrock via a proxy
+    ScriptedError(400, "Error: context length exceeded"),
+])
+async def test_more_context_length_wordings(error):
+    with ScriptedServer([error]) as srv:
+        async with _client(srv) as client:
+            with pytest.raises(ContextLengthExceeded):
+                await client.chat(MSGS)
+
+
 async def test_llamacpp_context_error_fields():
     err = ScriptedError(400, "the request exceeds the available context size, try increasing it",
                         type="exceed_context_size_error", code=400)

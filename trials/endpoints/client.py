@@ -130,12 +130,17 @@ _CONTEXT_PATTERNS = [
     re.compile(r"exceed_context_size_error", re.IGNORECASE),  # llama.cpp's type
     re.compile(r"prompt is too long", re.IGNORECASE),  # Anthropic-style servers
     re.compile(r"context window", re.IGNORECASE),
+    re.compile(r"`inputs` tokens \+ `max_new_tokens` must be <= (\d+)", re.IGNORECASE),  # TGI
+    re.compile(r"model's context length(?: of (\d+))?", re.IGNORECASE),  # vLLM 0.16 and proxies
+    re.compile(r"input is too long for requested model", re.IGNORECASE),  # Bedrock
+    re.compile(r"context length exceeded", re.IGNORECASE),
 ]
 _REQUESTED_PATTERNS = [
     re.compile(r"you requested (\d+) tokens", re.IGNORECASE),
     re.compile(r"resulted in (\d+) tokens", re.IGNORECASE),
     re.compile(r"\(length (\d+)\)", re.IGNORECASE),
     re.compile(r"requested (\d+)", re.IGNORECASE),
+    re.compile(r"Given: (\d+) `inputs` tokens", re.IGNORECASE),  # TGI
 ]
 
 
