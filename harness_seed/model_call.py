@@ -122,7 +122,8 @@ class ModelCaller:
         self.cost.parallel_output_tokens += result.output_tokens
         return ModelReply(text=choice.text, finish_reason=choice.finish_reason, input_tokens=result.input_tokens,
                           output_tokens=result.output_tokens, latency_sec=result.latency_sec,
-                          extra={"requests": result.requests, "usage_estimated": result.usage_estimated})
+                          extra={"requests": result.requests, "usage_estimated": result.usage_estimated,
+                                 **({"reasoning": choice.reasoning} if choice.reasoning else {})})
 
     async def sample(self, messages: list[dict], n: int, temperature: float | None) -> list[ModelReply]:
         """``n`` replies to the same ``messages`` in one request (the client fills missing choices with

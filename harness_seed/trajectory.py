@@ -101,8 +101,9 @@ class Trajectory:
         }
         if reply.extra.get("midharness") is not None:
             step_extra["midharness"] = reply.extra["midharness"]
+        thinking = {"reasoning_content": reply.extra["reasoning"]} if reply.extra.get("reasoning") else {}
         return self._step(
-            "agent", episode, model_name=model_name, message=reply.text, tool_calls=tool_calls,
+            "agent", episode, model_name=model_name, message=reply.text, **thinking, tool_calls=tool_calls,
             observation={"results": [{"content": observation}]} if observation is not None else None,
             metrics={"prompt_tokens": reply.input_tokens, "completion_tokens": reply.output_tokens,
                      "latency_sec": reply.latency_sec},

@@ -404,3 +404,12 @@ async def test_every_call_carries_a_generation_cap_and_the_seed_when_set(tmp_pat
 async def test_an_endpoint_ceiling_lowers_the_cap(tmp_path):
     _, srv, _ = await run_agent([DONE, DONE], tmp_path, spec_kw={"max_output_tokens": 256})
     assert [r["max_tokens"] for r in srv.requests] == [256, 256]
+
+
+async def test_a_reasoning_models_thinking_is_kept_in_the_trajectory(tmp_path):
+    """The server's split-out reasoning (vLLM / llama.cpp reasoning parsers) reaches the ATIF step."""
+    thinking = {"content": DONE, "reasoning_content": "The file exists already, so I can finish."}
+    agent, _, status = await run_agent([thinking, DONE], tmp_path)
+    steps = read_trajectory(agent)["steps"]
+    assert status == "completed" and steps[1]["reasoning_content"] == thinking["reasoning_content"]
+    assert "reasoning_content" not in steps[2]

@@ -54,6 +54,7 @@ class Choice(BaseModel):
     text: str
     finish_reason: str | None = None
     logprobs: list[TokenLogprob] | None = None
+    reasoning: str | None = None  # a reasoning model's thinking, split out by the server (vLLM, llama.cpp)
 
 
 class ChatResult(BaseModel):
@@ -570,4 +571,8 @@ def _choice(ch: Any) -> Choice:
                          top_logprobs={a.token: a.logprob for a in (t.top_logprobs or [])})
             for t in raw.content
         ]
-    return Choice(text=text, finish_reason=getattr(ch, "finish_reason", None), logprobs=lps)
+    reasoning = None
+    if message is not None:  # vLLM names it reasoning_content (older) or reasoning; llama.cpp reasoning_content
+        reasoning = getattr(message, "reasoning_content", None) or getattr(message, "reasoning", None)
+    return Choice(text=text, finish_reason=getattr(ch, "finish_reason", None), logprobs=lps,
+                  reasoning=str(reasoning) if reasoning else None)

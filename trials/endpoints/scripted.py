@@ -340,6 +340,8 @@ class ScriptedServer:
             message: dict[str, Any] = {"role": "assistant", "content": content}
             if spec.get("tool_calls"):
                 message["tool_calls"] = _tool_calls(spec["tool_calls"], index)
+            if spec.get("reasoning_content"):  # what vLLM's and llama.cpp's reasoning parsers add
+                message["reasoning_content"] = str(spec["reasoning_content"])
             choices.append({
                 "index": index,
                 "message": message,
