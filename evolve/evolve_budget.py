@@ -33,10 +33,10 @@ class Spend:
         return self.role_usd + self.trial_usd
 
 
-def role_spend(root: Path) -> Spend:
-    """Cost and tokens of every role call whose transcript lies under ``root/rounds``."""
+def role_spend(folder: Path) -> Spend:
+    """Cost and tokens of every role call whose transcript lies under ``folder`` (``rounds/`` or one round)."""
     out = Spend()
-    for path in sorted((root / "rounds").rglob("transcripts/*.jsonl")):
+    for path in sorted(folder.rglob("transcripts/*.jsonl")):
         for line in path.read_text(encoding="utf-8").splitlines():
             try:
                 row = json.loads(line)
@@ -58,7 +58,7 @@ def spend(exp: Experiment) -> Spend:
     """Role calls and trials together."""
     from .trial_scan import experiment_spend
 
-    out = role_spend(exp.root)
+    out = role_spend(exp.root / "rounds")
     for part in experiment_spend(exp).values():
         out.trials += int(part.trials)
         out.trial_usd += float(part.usd)

@@ -41,6 +41,7 @@ from validate.evaluate import grid_of_job, kill_point
 
 from .controller import CandidateInput, Checks, Controller, ControllerError
 from .evolve_budget import BudgetStop, LoopBudget
+from .evolve_show import write_round_summary
 from .grading import grade
 from .ledger import (
     EvolveStop,
@@ -249,7 +250,9 @@ class Evolution:
 
     def _end(self, n: int, adopted: str | None, reason: str,
              stop: str | None = None) -> tuple[str | None, str, str | None]:
-        self._append(RoundEnd(key=f"r{n:02d}:end", round=n, adopted=adopted, reason=reason), "evolve-round-end")
+        self.led.append(RoundEnd(key=f"r{n:02d}:end", round=n, adopted=adopted, reason=reason))
+        write_round_summary(self.exp, n)  # rounds/rNN/evolve.md, for the morning
+        kill_point("evolve-round-end")
         return adopted, reason, stop
 
     # ------------------------------------------------------------------------------------------ units

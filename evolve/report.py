@@ -97,6 +97,7 @@ class Report:
     spend: dict[str, CostSummary]
     running: list[dict[str, Any]]
     plots: dict[str, Markup] = field(default_factory=dict)
+    evolution: list[Any] = field(default_factory=list)  # evolve.evolve_show.RoundRecord per rise evolve round
 
     @property
     def total_spend(self) -> CostSummary:
@@ -224,6 +225,9 @@ def build_report(exp: Experiment) -> Report:
               "budgets": cfg.budgets.model_dump()}
     report = Report(cfg.name, dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), config, columns, tasks,
                     candidates, rounds, views, experiment_spend(exp), running_jobs(exp))
+    from .evolve_show import evolve_rounds, round_record  # rise evolve's rounds (none after rise round alone)
+
+    report.evolution = [round_record(exp, n) for n in evolve_rounds(exp)]
     report.plots = {"pass_rate": pass_rate_plot(columns), "heatmap": heatmap_plot(tasks, columns),
                     "outcomes": outcomes_plot(columns), "cost": cost_plot(columns)}
     return report

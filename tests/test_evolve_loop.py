@@ -14,9 +14,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from typer.testing import CliRunner
 
 from evolve.agents import read_transcript
+from evolve.cli import app
 from evolve.evolve_loop import Evolution, EvolveOptions
+from evolve.report import write_report
 from tests.fakes.openai_server import ScriptedServer
 from tests.test_controller_support import parts_missing
 from tests.test_evolve_support import (
@@ -98,3 +101,14 @@ def test_two_rounds_harmful_rejected_then_verification_adopted_and_graded(tmp_pa
     keys = [e.key for e in led.events]
     assert len(keys) == len(set(keys))
     assert json.loads((exp.root / "versions" / "v1" / "version.json").read_text())["parent"] == "v0"
+
+    # inspection: the round's Markdown, rise show of v1 (with the round behind it) and the HTML report
+    md = (exp.root / "rounds" / "r02" / "evolve.md").read_text()
+    assert "adopted v1" in md and "verify-completion" in md and "effective" in md and "- proposer: $" in md
+    assert "rise role show rounds/r02/transcripts/implementer-" in md
+    res = CliRunner().invoke(app, ["show", str(exp.root), "v1", "--no-code"])
+    assert res.exit_code == 0, res.output
+    assert "# Round 2 (from v0)" in res.output and "verify-completion (adopted): effective" in res.output
+    assert "revisits keystroke-trim" in res.output
+    html = write_report(exp).read_text()
+    assert 'id="evolve-r1"' in html and 'id="evolve-r2"' in html and "unexplained regressions: hello-file" in html

@@ -33,6 +33,11 @@ def show_cmd(
         _err.print(f"[red]error:[/] {exc}")
         raise typer.Exit(1) from None
     _out.out(render_text(view, code=code), end="")
+    from ..evolve_show import evolve_rounds, render_round, round_record
+
+    exp = open_experiment(name, runs_dir)
+    if view.round and view.round in evolve_rounds(exp):  # why it was proposed: the rise evolve round behind it
+        _out.out("\n" + render_round(round_record(exp, view.round)), end="")
     if json_out:
         data = {
             "label": view.label, "commit": view.commit, "parent": view.parent, "parent_commit": view.parent_commit,
