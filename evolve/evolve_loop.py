@@ -293,6 +293,7 @@ class Evolution:
 
     def _research_unit(self, n: int, g: Group, rdir: Path) -> dict[str, Any]:
         from evolve.researcher import DISABLED, RESEARCHER, ResearchOutcome, inputs_from_group, research_group
+        from research.sources import ResearchError
 
         key = f"r{n:02d}:research:{g.id}"
         if (ev := self.led.find("research", key=key)):
@@ -303,10 +304,19 @@ class Evolution:
             role = self.role(RESEARCHER)
             self.budget.check(self.exp, f"research for group {g.name}", "researcher", role.limits.max_usd)
             try:
-                outcome = research_group(inputs_from_group(g), rdir, self.backends("researcher", key),
-                                         self._research(), transcripts=rdir / "transcripts")
-                info = {"role": "researcher", "call_id": outcome.call_id, "transcript": outcome.transcript,
-                        "cost": outcome.cost}
+                research = self._research()
+            except (ResearchError, OSError) as exc:  # offline without a cached corpus: a local design
+                log.warning("research corpus unavailable: %s", exc)
+                research = None
+                outcome = ResearchOutcome(group=g.name, wish=g.wish, outcome="no_precedent",
+                                          statement=f"research corpus unavailable ({exc}): local design")
+                info = {}
+            try:
+                if research is not None:  # research_group runs the registered role (its own limits)
+                    outcome = research_group(inputs_from_group(g), rdir, self.backends("researcher", key),
+                                             research, transcripts=rdir / "transcripts")
+                    info = {"role": "researcher", "call_id": outcome.call_id, "transcript": outcome.transcript,
+                            "cost": outcome.cost}
             except RoleError as exc:
                 outcome = ResearchOutcome(group=g.name, wish=g.wish, outcome="no_precedent",
                                           statement=f"research failed: {exc}")

@@ -51,3 +51,32 @@ def test_patience_stops_after_rounds_without_adoption(tmp_path):
     assert report.stopped == "2 round(s) in a row without adoption (patience 2)" and report.final
     assert [r["round"] for r in report.rounds] == [1, 2]
     assert [e.status for e in exp.ledger.find("implementation")] == ["failed", "failed"]
+
+
+def test_research_references_reach_the_proposer(tmp_path):
+    """Research on: the researcher (scripted, through the real search_corpus and read_reference tools on a
+    local corpus) cites a reference; the loop records it and the proposer's prompt carries it."""
+    from evolve.agents import read_transcript
+    from research.api import Research, ResearchSettings
+
+    (tmp_path / "alpha").mkdir()
+    (tmp_path / "alpha" / "agent.py").write_text(
+        'def finish(agent, claim):\n    """Confirm a completion claim once, then run the checks."""\n'
+        '    return agent.run_checks()\n')
+    corpus = tmp_path / "corpus.toml"
+    corpus.write_text('version = 1\n[[sources]]\nkind = "local"\nname = "alpha"\npath = "alpha"\n')
+    research = Research(ResearchSettings(corpus=str(corpus)), root=tmp_path / "cache")
+    research.sync(log=lambda m: None)
+    exp = _with_reference(tmp_path / "x", {"alpha": "pf"})
+    assert set_toml_value(exp.config_path, "tasks.development", ["alpha"])
+    failing = {"mechanism": "x-y", "summary": "a proposal whose implementation fails",
+               "behaviour_change": "nothing at all", "setting": "x.y"}
+    roles = ScriptedRoles({1: [failing]}, tmp_path / "calls.log")
+    Evolution(exp, EvolveOptions(rounds=1), roles, research=research).run()
+    (ev,) = exp.ledger.find("research")
+    assert ev.outcome["outcome"] == "references" and ev.role_call["role"] == "researcher"
+    ref = ev.outcome["references"][0]["reference"]
+    assert ref["framework"] == "alpha" and ref["path"] == "agent.py"
+    (proposer,) = (exp.root / "rounds" / "r01" / "transcripts").glob("proposer-*.jsonl")
+    prompt = next(r["text"] for r in read_transcript(proposer) if r["kind"] == "prompt")
+    assert ref["id"] in prompt and "confirm once, then runs the checks" in prompt

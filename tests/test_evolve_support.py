@@ -163,6 +163,13 @@ class ScriptedRoles:
             names = [ln[3:] for ln in job.prompt.splitlines() if ln.startswith("## ")]
             answer = {"reviews": [{"group": n, "verdict": "accept", "applies_to_all": True, "distinct": True,
                                    "reason": "every member claimed without the named check"} for n in names]}
+        elif role == "researcher":  # search, read the first hit, cite it
+            found = await invoke(tools["search_corpus"], job.ctx, {"query": "confirm completion claim checks"})
+            ids = re.findall(r"\b[0-9a-f]{12}\b", found)
+            await invoke(tools["read_reference"], job.ctx, {"ref": ids[0]})
+            answer = {"questions": ["how do harnesses check a completion claim before accepting it?"],
+                      "references": [{"ref": ids[0], "how": "asks the model to confirm once, then runs the checks"}],
+                      "conclusion": "confirm once and run checks before accepting a claim"}
         elif role == "proposer":
             await invoke(tools["read_file"], job.ctx, {"path": "completion.py"})
             script = self.proposals[int(rnd[1:])]
