@@ -130,6 +130,9 @@ def evolve_cmd(
                              harness_evidence=not no_harness_evidence, max_usd=max_usd, max_tokens=max_tokens,
                              max_hours=max_hours, max_pairs=max_pairs)
         report = Evolution(exp, opts, progress=progress, say=lambda s: _out.print(s, markup=False)).run()
+    except KeyboardInterrupt:
+        _err.print("interrupted: finished role calls and trials are kept; rerun with --resume")
+        raise typer.Exit(130) from None
     except (RiseError, StoreError, ValueError, OSError) as exc:
         _err.print(f"[red]error:[/] {exc}")
         raise typer.Exit(1) from None
