@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from trials.errors import RiseError
+from trials.validation import error_message
 
 CHECK_TIMEOUT_SEC = 60.0
 
@@ -48,7 +49,7 @@ def _describe(exc: Any, model: Any, prefix: tuple = ()) -> list[str]:
             keys = ", ".join(f"{where}.{k}" if where else k for k in known)
             problems.append(f"unknown setting {key}" + (f" (known: {keys})" if known else ""))
         else:
-            problems.append(f"setting {key}: {e['msg']} (got {e.get('input')!r})")
+            problems.append(f"setting {key}: {error_message(e, with_input=True)}")
     return problems
 
 
