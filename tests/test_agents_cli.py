@@ -71,9 +71,9 @@ def test_agents_config_picks_backends_and_limits_per_role(tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize(("agents", "key"), [
-    ('[agents]\nbackend = "gpt"\n', "[agents.backend]"),
-    ('[agents.roles.explorer]\nbakend = "claude"\n', "[agents.roles.explorer.bakend]"),
-    ('[agents]\nmax_usd = -1\n', "[agents.max_usd]"),
+    ('[agents]\nbackend = "gpt"\n', "agents.backend"),
+    ('[agents.roles.explorer]\nbakend = "claude"\n', "agents.roles.explorer.bakend"),
+    ('[agents]\nmax_usd = -1\n', "agents.max_usd"),
 ])
 def test_config_errors_name_the_file_and_the_key(tmp_path: Path, agents: str, key: str) -> None:
     path = _experiment(tmp_path, agents)
