@@ -43,6 +43,7 @@ def server():
         yield srv
 
 
+@pytest.mark.timeout(1200)  # 2.5-5 min on this shared 2-core machine; room for a loaded CI host
 def test_two_rounds_harmful_rejected_then_verification_adopted_and_graded(tmp_path, server):
     exp = make_experiment(tmp_path / "runs", server.base_url)
     roles = ScriptedRoles({1: [TRIM], 2: [VERIFY]}, tmp_path / "calls.log")

@@ -40,6 +40,7 @@ def _ends(root: Path) -> list[dict]:
             if r["kind"] == "end"]
 
 
+@pytest.mark.timeout(1200)  # 2.5-5 min on this shared 2-core machine; room for a loaded CI host
 def test_kill_at_each_stage_then_resume_repeats_no_role_call_or_trial(tmp_path, server):
     runs, calls = tmp_path / "runs", tmp_path / "calls.log"
     exp = make_experiment(runs, server.base_url)
