@@ -23,7 +23,7 @@ from trials.endpoints import bundled
 pytestmark = pytest.mark.model
 
 DATA = Path(__file__).parent / "data" / "agents"
-MODEL = "qwen2.5-coder-1.5b"
+MODEL = os.environ.get("RISE_AGENTS_MODEL", "qwen2.5-coder-1.5b")  # the 1.5B calls tools best
 QUESTION = ("Did the trial in the folder greet__r1 pass (see its result.json)? "
             "Which shell command did the agent run in episode 0?")
 
