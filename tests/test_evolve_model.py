@@ -20,6 +20,7 @@ from evolve.implement import IMPLEMENTER, implement
 from evolve.proposals import PROPOSER, OverfitGuard, ProposalSpec, ProposerInputs, propose
 from tests.fakes.bundled import bundled_server
 from tests.test_controller_support import STARTER
+from trials.endpoints import bundled
 
 pytestmark = [pytest.mark.model]
 MODEL = "qwen2.5-coder-1.5b"
@@ -42,6 +43,8 @@ def test_proposer_and_implementer_on_the_bundled_model(tmp_path):
                                    "completion claim (when the model claims without having run any check)",
                                    "tasks": ["write-json"], "behaviours": ["completion.handshake"]},
                             dev_tasks=DEV, stable_tasks=["hello-file"])
+    if (reason := bundled.not_ready_reason(MODEL)):  # CI assembles only the 0.5B, which cannot drive these roles
+        pytest.skip(f"optional: {reason} (run with the 1.5B assembled: rise serve bundled -m {MODEL})")
     with bundled_server("evolve", ctx=16384, parallel=1, model=MODEL) as (_, spec):
         backend = make_backend("openai", spec)
         proposer = with_limits(PROPOSER, max_turns=4, max_output_tokens=700, deadline_s=240)
