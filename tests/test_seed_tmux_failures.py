@@ -40,6 +40,11 @@ class FlakyEnv(HostEnv):
             self.gone = True
         return result
 
+    async def stop(self) -> None:
+        """Stop the test's private tmux server even when the test made the sandbox look gone."""
+        self.gone, self.fail_captures = False, 0
+        await super().stop()
+
 
 def steps(agent) -> list[dict]:
     return json.loads(agent.trajectory.path.read_text())["steps"]
@@ -50,6 +55,7 @@ async def test_a_transient_capture_failure_is_retried(tmp_path, timeouts):
     env = FlakyEnv(tmp_path / "host", fail_captures=2, timeouts=timeouts)
     script = [reply(commands=[("echo visible-$((6*7))\n", 0.2)]), DONE, DONE]
     _, srv, status = await run_agent(script, tmp_path, env=env, **{"tmux.capture_retry_wait_sec": 0.01})
+    await env.stop()
     assert status == "completed", status
     assert env.failed == 2
     assert "visible-42" in srv.requests[1]["messages"][-1]["content"]
@@ -64,6 +70,7 @@ async def test_a_lasting_capture_failure_is_told_to_the_model_not_fatal(tmp_path
         return script[min(len(assistant_turns(body)), 2)]
 
     _, srv, status = await run_agent(respond, tmp_path, env=env, **{"tmux.capture_retry_wait_sec": 0.0})
+    await env.stop()
     assert status == "completed", status
     assert srv.requests[1]["messages"][-1]["content"].startswith("The terminal could not be read this time")
 
@@ -85,6 +92,7 @@ async def test_a_sandbox_that_is_gone_stays_infrastructure_and_keeps_the_step(tm
     env = FlakyEnv(tmp_path / "host", gone_after="poweroff")
     script = [reply(commands=[("echo poweroff\n", 0.1)]), DONE, DONE]
     agent, srv, status = await run_agent(script, tmp_path, env=env)
+    await env.stop()
     assert isinstance(status, tmux.TmuxError) and not isinstance(status, tmux.CaptureFailed), status
     assert status.cause == "sandbox"
     assert len(srv.requests) == 1
