@@ -75,6 +75,10 @@ class ModelCaller:
             self.response_format = {"type": "json_schema", "json_schema": {
                 "name": "terminus_response", "schema": json.loads(SCHEMA_FILE.read_text())}}
 
+    def _seed(self) -> int | None:
+        """The sampling seed to send: ``model.seed``, or none for its ``-1`` (TOML has no null)."""
+        return self.s.seed if self.s.seed >= 0 else None
+
     def _wait(self) -> wait_exponential:
         return wait_exponential(multiplier=self.s.retry_multiplier, min=self.s.retry_wait_min_sec,
                                 max=self.s.retry_wait_max_sec)
@@ -115,7 +119,7 @@ class ModelCaller:
         ``free_text`` lifts the ``json_schema`` constraint (summaries are prose)."""
         result = await self._with_retries("call", lambda: self.client.chat(
             messages, temperature=self.s.temperature, max_tokens=self.s.max_tokens,
-            seed=self.s.seed if self.s.seed >= 0 else None,
+            seed=self._seed(),
             response_format=None if free_text else self.response_format))
         choice = result.choices[0]
         self.cost.generator.add(result.input_tokens, result.output_tokens)
@@ -134,7 +138,8 @@ class ModelCaller:
         text length (``extra["output_tokens_estimated"]``), so the shares add up to the reported total.
         """
         result = await self._with_retries("sample", lambda: self.client.chat(
-            messages, n=n, temperature=temperature, max_tokens=self.s.max_tokens, seed=self.s.seed if self.s.seed >= 0 else None,
+            messages, n=n, temperature=temperature, max_tokens=self.s.max_tokens,
+            seed=self._seed(),
             response_format=self.response_format))
         self.cost.generator.add(result.input_tokens, result.output_tokens, calls=result.requests)
         lengths = [max(len(c.text), 1) for c in result.choices]

@@ -113,9 +113,12 @@ def step_thoughts(step: dict[str, Any] | None) -> tuple[str | None, str | None]:
     return (str(analysis) if analysis is not None else None), (str(plan) if plan is not None else None)
 
 
+_PY_STR = r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\""  # a quoted str literal as repr() writes it
+
+
 def _repr_field(text: str, name: str) -> str | None:
     """A string field out of a dataclass repr (``Observation(text='...')``), for spans without a step."""
-    m = re.search(rf"\b{name}=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")", text)
+    m = re.search(rf"\b{name}=({_PY_STR})", text)
     if not m:
         return None
     try:
@@ -141,7 +144,7 @@ def _span_actions(spans: list[Span]) -> list[str]:
     for s in spans:
         if s.stage != "parse" or not s.result:
             continue
-        keys = re.findall(r"keystrokes=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")", s.result)
+        keys = re.findall(rf"keystrokes=({_PY_STR})", s.result)
         if keys:
             out += [_visible(str(ast.literal_eval(k))) for k in keys]
         elif (error := _repr_field(s.result, "error")) is not None:
