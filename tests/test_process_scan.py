@@ -9,6 +9,7 @@ import socket
 import subprocess
 import time
 
+import psutil
 import pytest
 
 from trials.endpoints.serve import _pid_is
@@ -43,6 +44,11 @@ def test_reap_kills_only_keepers_whose_owner_is_gone(tmp_path):
 def test_pid_is_reads_the_command_line():
     proc = subprocess.Popen(["sleep", "30"])
     try:
+        # Popen returns once the exec has begun, but the kernel sets the new command line a moment later: under
+        # load /proc/PID/cmdline can still be empty (CI saw this once), so wait until the exec has finished.
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not psutil.Process(proc.pid).cmdline():
+            time.sleep(0.01)
         assert _pid_is(proc.pid, ["/usr/bin/sleep", "30"]) and not _pid_is(proc.pid, ["python3"])
     finally:
         proc.kill()
