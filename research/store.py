@@ -12,14 +12,17 @@ from pathlib import Path
 def research_root() -> Path:
     """The research cache: ``$RISE_RESEARCH_DIR``, else ``<rise cache>/research``.
 
-    The rise cache follows the same rule as the bundled model's (``$RISE_CACHE_DIR``, else
-    ``$XDG_CACHE_HOME/riseharness``); it is spelled out here because ``research/`` imports no other room.
+    The rise cache is the one of ``trials.cache.cache_root`` (``$RISE_CACHE_DIR``, else the deprecated alias
+    ``$RISE_CACHE``, else ``$XDG_CACHE_HOME/riseharness``, else ``~/.cache/riseharness``). The rule is spelled out
+    here, not imported, because ``research/`` imports no other room; a test checks that the two agree.
     """
     if os.environ.get("RISE_RESEARCH_DIR"):
         return Path(os.environ["RISE_RESEARCH_DIR"])
-    base = os.environ.get("RISE_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "riseharness")
-    return Path(base) / "research"
+    base = next((os.environ[n] for n in ("RISE_CACHE_DIR", "RISE_CACHE") if os.environ.get(n)), None)
+    if base:
+        return Path(base).expanduser() / "research"
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return Path(xdg or Path.home() / ".cache") / "riseharness" / "research"
 
 
 @contextlib.contextmanager

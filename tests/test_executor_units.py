@@ -62,7 +62,7 @@ def test_relocate_agent_swaps_python_and_harness_copy(tmp_path):
 
 
 def test_ship_and_materialize_skip_caches_and_unpack_once(tmp_path, monkeypatch):
-    monkeypatch.setenv("RISE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("RISE_CACHE_DIR", str(tmp_path / "cache"))
     src = tmp_path / "h"
     (src / "__pycache__").mkdir(parents=True)
     (src / "main.py").write_text("print(1)\n")

@@ -71,7 +71,7 @@ def frozen_v1(tmp_path) -> tuple[Path, str]:
 
 
 def _rise_eval(cwd: Path, agent: str, tasks: Path, base_url: str, model: str, job: str, *extra: str) -> dict:
-    env = {**os.environ, "RISE_CACHE": str(cwd / "cache")}  # unpacked here, not from an earlier run's cache
+    env = {**os.environ, "RISE_CACHE_DIR": str(cwd / "cache")}  # unpacked here, not from an earlier run's cache
     rise = [shutil.which("rise")] if shutil.which("rise") else [sys.executable, "-m", "evolve.cli"]
     proc = subprocess.run([*rise, "eval", "--agent", agent, "--tasks", str(tasks), *extra,
                            "--env", "local", "--base-url", base_url, "--model", model, "-r", "1",

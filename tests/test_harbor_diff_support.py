@@ -1,8 +1,8 @@
 """A cached Python 3.12 virtual environment with Harbor, for the differential tests (no tests here).
 
-Built once under ``~/.cache/riseharness/harbor-venv-<version>`` with the standard ``venv`` module and pip
-(from the configured package index, nothing else), behind a file lock so parallel test runs build it once;
-a ``.complete`` marker says the build finished. Skips (with the reason) only where no Python 3.12 exists.
+Built once under ``<rise cache>/harbor-venv-<version>`` (``trials.cache.cache_root``) with the standard
+``venv`` module and pip (from the configured package index, nothing else), behind a file lock so parallel test
+runs build it once; a ``.complete`` marker says the build finished. Skips (with the reason) only where no Python 3.12 exists.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 from filelock import FileLock
+
+from trials.cache import cache_root
 
 HARBOR_VERSION = "0.25.0"
 INSTALL_TIMEOUT_SEC = 1200
@@ -38,8 +40,7 @@ def find_python312() -> str | None:
 
 
 def venv_dir() -> Path:
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-    return cache / "riseharness" / f"harbor-venv-{HARBOR_VERSION}"
+    return cache_root() / f"harbor-venv-{HARBOR_VERSION}"
 
 
 def harbor_python() -> Path:

@@ -95,7 +95,7 @@ def test_frozen_v1_transfers_to_an_unseen_task(exp, tmp_path):
                                    "--base-url", srv.base_url, "--model", "scripted", "--job-dir", job,
                                    "--json", f"{job}.json", "--no-progress"], cwd=fresh, capture_output=True,
                                   text=True, timeout=300, check=False,
-                                  env={**os.environ, "RISE_CACHE": str(fresh / "cache")})
+                                  env={**os.environ, "RISE_CACHE_DIR": str(fresh / "cache")})
             assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
             data = json.loads((fresh / f"{job}.json").read_text())
             outcome[agent] = data["trials"][0]["status"]

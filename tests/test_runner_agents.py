@@ -46,7 +46,7 @@ def test_directory_version_follows_content(tmp_path):
 
 
 def test_frozen_file_is_extracted_once(tmp_path, monkeypatch):
-    monkeypatch.setenv("RISE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("RISE_CACHE_DIR", str(tmp_path / "cache"))
     d = _pkg(tmp_path / "src", "harness")
     out = tmp_path / "exp-v1.rhz"
     files = {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in d.iterdir()}

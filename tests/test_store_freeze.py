@@ -77,7 +77,7 @@ def test_edited_frozen_cache_is_refused_at_run_time(tmp_path, seed, monkeypatch)
     from evolve.cli import app
     from trials.agents import resolve_agent
 
-    monkeypatch.setenv("RISE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("RISE_CACHE_DIR", str(tmp_path / "cache"))
     exp = init_experiment("exp", _config(), runs_dir=tmp_path / "runs", seed_dir=seed)
     out = tmp_path / "exp-v0.rhz"
     freeze(exp, "v0", out)

@@ -27,6 +27,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from .cache import cache_root
+
 FROZEN_SUFFIXES = (".tar.gz", ".tgz", ".rhz")
 _SKIP_PARTS = {"__pycache__", ".git", ".pytest_cache", ".ruff_cache"}
 
@@ -43,10 +45,6 @@ class AgentSpec(BaseModel):
 
     def command(self, spec_path: Path, task_path: Path) -> list[str]:
         return [a.replace("{spec}", str(spec_path)).replace("{task}", str(task_path)) for a in self.argv]
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("RISE_CACHE", Path.home() / ".cache" / "riseharness"))
 
 
 def tree_hash(root: Path) -> str:

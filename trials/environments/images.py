@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..cache import cache_root
 from ..errors import EnvironmentBuildError, InfraError
 
 log = logging.getLogger(__name__)
@@ -38,7 +39,8 @@ LABEL_KEY = "rise.base"
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("RISE_CACHE", Path.home() / ".cache" / "riseharness")) / "base"
+    """Where the base image's rootfs tarball and build log live."""
+    return cache_root() / "base"
 
 
 def docker_client():  # -> docker.DockerClient; typed loosely so importing this module never needs docker

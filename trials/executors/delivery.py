@@ -1,7 +1,7 @@
 """Moving folders between the driver and Ray workers.
 
 - *Shipping* (driver → worker): a task folder or a harness directory travels once per content hash as a tar
-  in the object store and is unpacked into ``$RISE_CACHE/ray-ship/<digest>/<name>`` on each node that needs it.
+  in the object store and is unpacked into ``<cache root>/ray-ship/<digest>/<name>`` on each node that needs it.
 - *Delivery* (worker → driver): a finished trial folder comes back as a tar (or sits under the job folder on a
   shared filesystem); the driver unpacks it beside the job folder's cells and renames it into place, so the
   cell folder appears complete, with its ``result.json``, in one step — or not at all.
@@ -17,7 +17,8 @@ import tarfile
 import uuid
 from pathlib import Path
 
-from ..agents import cache_root, tree_hash
+from ..agents import tree_hash
+from ..cache import cache_root
 
 INCOMING = ".incoming"  # staging folder inside a job folder; never a cell, emptied when a run starts
 _SKIP = {"__pycache__", ".git", ".pytest_cache", ".ruff_cache"}

@@ -31,6 +31,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from ..cache import cache_root
 from .load import Problem, expand_config_env, not_utf8, read_instruction, task_name, validation_problems
 from .model import Task, TaskConfig
 
@@ -51,14 +52,6 @@ status=$?
 if [ "$status" -eq 0 ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi
 exit "$status"
 """
-
-
-def cache_root() -> Path:
-    """Same cache as the bundled model (``RISE_CACHE_DIR`` or ``$XDG_CACHE_HOME/riseharness``)."""
-    base = os.environ.get("RISE_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "riseharness"
-    )
-    return Path(base)
 
 
 def _instruction(data: dict[str, Any], file: str, folder: Path) -> tuple[str, list[Problem]]:
