@@ -2,7 +2,8 @@
 
 Built once under ``<rise cache>/harbor-venv-<version>`` (``trials.cache.cache_root``) with the standard
 ``venv`` module and pip (from the configured package index, nothing else), behind a file lock so parallel test
-runs build it once; a ``.complete`` marker says the build finished. Skips (with the reason) only where no Python 3.12 exists.
+runs build it once; a ``.complete`` marker says the build finished. Skips (with the reason) only where no
+Python 3.12 exists.
 """
 
 from __future__ import annotations
