@@ -30,6 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import psutil
 from rich.console import Console
 
 from .endpoints.pool import EndpointPool
@@ -90,8 +91,8 @@ def kill_orphan_agent(trial_dir: Path) -> bool:
     """Kill the process group of an agent a killed runner left behind in ``trial_dir``."""
     try:
         pid = int((trial_dir / "agent" / "agent.pid").read_text().strip())
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except (OSError, ValueError):
+        cmdline = " ".join(psutil.Process(pid).cmdline())
+    except (OSError, ValueError, psutil.Error):  # no pid file, gone, a zombie, or not ours to read
         return False
     if str(trial_dir / "agent" / "trial_spec.json") not in cmdline:
         return False  # the pid was reused by an unrelated process
