@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evolve.agents.role import Limits, Role
 from trials.endpoints.spec import EndpointSpec, PriceTable
+from trials.validation import problems as validation_problems
 
 BackendKind = Literal["openai", "claude", "replay"]
 
@@ -65,7 +66,9 @@ class AgentsConfig(BaseModel):
         try:
             limits = Limits.model_validate({**role.limits.model_dump(), **override.limits})
         except ValidationError as exc:
-            raise ValueError(_problems(exc, f"agents.roles.{role.name}.limits")) from None
+            where = f"agents.roles.{role.name}.limits"
+            raise ValueError("; ".join(f"[{where}.{field}] {message}" if field else f"[{where}] {message}"
+                                       for field, message in validation_problems(exc))) from None
         return role.model_copy(update={"limits": limits})
 
     def endpoint_for(self, role_name: str, default: EndpointSpec | None = None) -> EndpointSpec | None:
@@ -89,7 +92,3 @@ class AgentsConfig(BaseModel):
         if endpoint is None:
             raise ValueError(f"agents.endpoint: role {role_name} runs on openai but no endpoint is configured")
         return make_backend("openai", endpoint)
-
-
-def _problems(exc: ValidationError, prefix: str) -> str:
-    return "; ".join(f"[{'.'.join([prefix, *map(str, e['loc'])])}] {e['msg']}" for e in exc.errors())
