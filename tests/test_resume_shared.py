@@ -1,4 +1,5 @@
-"""Resume helpers shared by a job and a full evaluation: the orphaned agent a killed runner leaves behind."""
+"""Resume helpers shared by a job and a full evaluation: which cells are finished, and the orphaned agent a
+killed runner leaves behind."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from trials.job import kill_orphan_agent
+from trials.agents import AgentSpec
+from trials.job import kill_orphan_agent, scan_cells
+from trials.results import JobConfig, TrialResult
 
 
 def _agent(trial_dir: Path, *, spec_in_argv: bool = True) -> subprocess.Popen:
@@ -51,3 +54,35 @@ def test_no_agent_to_kill(tmp_path, pid_text):
         (tmp_path / "agent").mkdir()
         (tmp_path / "agent" / "agent.pid").write_text(pid_text)
     assert not kill_orphan_agent(tmp_path)
+
+
+# ------------------------------------------------------------------ which cells are finished (both grids use it)
+def _result(task: str, k: int, status: str) -> TrialResult:
+    return TrialResult(trial_name=f"{task}__r{k}", run_id=f"{task}{k}", task_name=task, repetition=k,
+                       status=status, infra_cause="sandbox" if status == "infra" else None)
+
+
+def test_scan_cells_keeps_finished_and_reruns_infra_cut_off_and_new(tmp_path):
+    config = JobConfig(job_id="j", tasks_dir=str(tmp_path), task_names=["a", "b", "c"], r=2,
+                       agent=AgentSpec(kind="oracle", name="oracle", argv=[], harness_version="h"))
+    for task, k, status in [("a", 1, "passed"), ("b", 1, "failed"), ("c", 1, "infra")]:
+        (tmp_path / f"{task}__r{k}").mkdir()
+        _result(task, k, status).write(tmp_path / f"{task}__r{k}")
+    (tmp_path / "a__r2").mkdir()  # cut off: a folder without result.json
+    (tmp_path / "b__r2").mkdir()
+    (tmp_path / "b__r2" / "result.json").write_text("{not json")  # torn by a kill
+    scan = scan_cells(config, tmp_path)  # c__r2 was never started
+    assert sorted(scan.finished) == [("a", 1), ("b", 1)] and list(scan.infra) == [("c", 1)]
+    assert scan.todo == [("c", 1), ("a", 2), ("b", 2), ("c", 2)]  # repetition-major, as cells() orders them
+    assert scan.folders_to_move(tmp_path) == [tmp_path / "c__r1", tmp_path / "a__r2", tmp_path / "b__r2"]
+
+
+def test_job_and_full_evaluation_share_the_rule():
+    """Issue 15 item 14: one function decides which cells are finished; neither grid carries its own copy."""
+    import inspect
+
+    from trials import job
+    from validate import evaluate
+
+    for source in (inspect.getsource(job.run_job), inspect.getsource(evaluate.run_grid)):
+        assert "scan_cells(config, job_dir)" in source and "read_result(" not in source

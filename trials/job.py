@@ -27,6 +27,7 @@ import os
 import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +86,42 @@ def read_result(trial_dir: Path) -> TrialResult | None:
         return TrialResult.load(trial_dir / "result.json")
     except (FileNotFoundError, FormatError):
         return None
+
+
+Cell = tuple[str, int]
+
+
+@dataclass
+class CellScan:
+    """Where a grid folder stands before a (resumed) run: the one rule for which cells are finished.
+
+    Shared by :func:`run_job` and ``validate.evaluate.run_grid``; what each does with ``todo`` differs (a job moves
+    every such folder aside at once, a grid that may stop early moves one aside only when it reruns it)."""
+
+    finished: dict[Cell, TrialResult]  # readable result.json, not ⊥: kept, never run again
+    infra: dict[Cell, TrialResult]  # ⊥ so far: to run again
+    todo: list[Cell]  # ⊥, cut off (no readable result.json) or never started; in cell order
+
+    def folders_to_move(self, job_dir: Path) -> list[Path]:
+        """The ``todo`` cells whose folder holds an earlier attempt (to move aside before the rerun)."""
+        return [p for t, k in self.todo if (p := job_dir / trial_name(t, k)).exists()]
+
+
+def scan_cells(config: JobConfig, job_dir: Path) -> CellScan:
+    """Read every cell of ``config``'s grid in ``job_dir`` (see the module docstring for the rule)."""
+    finished: dict[Cell, TrialResult] = {}
+    infra: dict[Cell, TrialResult] = {}
+    todo: list[Cell] = []
+    for t, k in cells(config):
+        tdir = job_dir / trial_name(t, k)
+        res = read_result(tdir) if tdir.exists() else None
+        if res is not None and not res.is_infra:
+            finished[(t, k)] = res
+            continue
+        if res is not None:
+            infra[(t, k)] = res
+        todo.append((t, k))
+    return CellScan(finished, infra, todo)
 
 
 def kill_orphan_agent(trial_dir: Path) -> bool:
@@ -245,17 +282,13 @@ async def run_job(config: JobConfig, job_dir: Path, resume: bool = False, force_
         if missing:
             raise JobError(f"tasks not found in {config.tasks_dir}: {', '.join(missing)}")
 
-        tally, todo = _Tally(), []
-        for t, k in cells(config):
-            tdir = job_dir / trial_name(t, k)
-            res = read_result(tdir) if tdir.exists() else None
-            if res is not None and not res.is_infra:
-                tally.add(res)
-                continue
-            if tdir.exists():
-                moved = move_aside(tdir)
-                log.info("rerunning %s (previous attempt kept in %s)", tdir.name, moved.name)
-            todo.append((t, k))
+        scan, tally = scan_cells(config, job_dir), _Tally()
+        for res in scan.finished.values():
+            tally.add(res)
+        for tdir in scan.folders_to_move(job_dir):
+            moved = move_aside(tdir)
+            log.info("rerunning %s (previous attempt kept in %s)", tdir.name, moved.name)
+        todo = scan.todo
 
         runner = executor_for(executor, config.concurrency)
         exec_cfg = executor if isinstance(executor, ExecutorConfig) else None

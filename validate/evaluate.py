@@ -1,7 +1,8 @@
 """Screening and full evaluation of a harness version: grids of trials whose every completion is booked.
 
 ``run_grid`` runs a tasks × r grid in a job folder with the pieces of ``trials.job`` (cell order, lock, reaping,
-moving cut-off or ⊥ attempts aside, ``job_result.json``), but cell by cell so that
+which cells are finished (``scan_cells``, the rule ``rise eval --resume`` uses too), moving cut-off or ⊥
+attempts aside, ``job_result.json``), but cell by cell so that
 
 - every finished trial is handed to a :class:`TrialBook` the moment its ``result.json`` exists (the controller
   books it in the experiment ledger as ``TrialDone``); a resumed grid keeps every finished cell and books one
@@ -51,9 +52,9 @@ from trials.job import (
     executor_for,
     job_lock,
     move_aside,
-    read_result,
     reap,
     run_cell,
+    scan_cells,
     summarize,
     trial_name,
 )
@@ -209,22 +210,17 @@ async def run_grid(plan: GridPlan, book: TrialBook, *, stop: Callable[[Grid], bo
         if (absent := sorted(set(config.task_names) - set(by_name))):
             raise EvaluationError(f"tasks not found in {config.tasks_dir}: {', '.join(absent)}")
 
-        results: dict[tuple[str, int], TrialResult] = {}
-        todo: list[tuple[str, int]] = []
-        for t, k in cells(config):
-            tdir = job_dir / trial_name(t, k)
-            res = read_result(tdir) if tdir.exists() else None
-            if res is not None and not res.is_infra:
-                if not book.finished(t, k):  # finished, but a kill came before its booking
-                    book.record(res, tdir)
-                results[(t, k)] = res
-                continue
+        scan = scan_cells(config, job_dir)  # the same rule as ``rise eval --resume``
+        for t, k in scan.todo:
             if book.finished(t, k):
-                raise EvaluationError(f"{tdir}: booked as finished but its result.json is gone or ⊥; "
-                                      "the job folder was changed by hand")
-            if res is not None:
-                results[(t, k)] = res  # ⊥ so far; rerun below
-            todo.append((t, k))
+                raise EvaluationError(f"{job_dir / trial_name(t, k)}: booked as finished but its result.json is "
+                                      "gone or ⊥; the job folder was changed by hand")
+        for (t, k), res in scan.finished.items():
+            if not book.finished(t, k):  # finished, but a kill came before its booking
+                book.record(res, job_dir / trial_name(t, k))
+        # ⊥ cells stay in the grid as ⊥ (and in their folders) until rerun: a stopped grid never reruns some
+        results: dict[tuple[str, int], TrialResult] = {**scan.finished, **scan.infra}
+        todo = list(scan.todo)
 
         stopped = stop is not None and bool(todo) and stop(_outcome(plan, config, results, False, 0).grid)
         ran = 0
