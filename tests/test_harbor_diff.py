@@ -1,9 +1,9 @@
 """Differential test: the same crafted replies through Harbor's own Terminus-2 parsers and through the seed's.
 
 Harbor (pinned below) needs Python 3.12; the test builds a virtual environment for it once, under
-``~/.cache/riseharness/harbor-venv-<version>`` (installed from the package index with pip, reused after),
-and skips only where no Python 3.12 exists. Each case's decisions are compared: error or not, completion
-claimed, commands (keystrokes, duration), number of warnings, auto-correction, and for truncated XML the
+``<rise cache>/harbor-venv-<version>`` (``trials.cache.cache_root``; installed from the package index with pip,
+reused after), and skips only where no Python 3.12 exists. Each case's decisions are compared: error or not,
+completion claimed, commands (keystrokes, duration), number of warnings, auto-correction, and for truncated XML the
 salvage. Every disagreement must be listed in ``tests/data/harbor_diff/known.json`` with the phrase of
 ``harness_seed/DIFFERENCES.md`` that explains it; the generated table ``tests/data/harbor_diff/table.md``
 must match the checked-in one (``RISE_WRITE_HARBOR_DIFF=1`` rewrites it).
