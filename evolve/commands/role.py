@@ -59,6 +59,9 @@ def run(
     base_url: Annotated[str | None, typer.Option("--base-url", help="endpoint incl. /v1; none: bundled")] = None,
     model: Annotated[str | None, typer.Option("--model", help="served model name")] = None,
     api_key_env: Annotated[str | None, typer.Option("--api-key-env", help="variable holding the key")] = None,
+    tool_calls: Annotated[str, typer.Option(
+        "--tool-calls", help="with --base-url: native (the server's tool parser) or schema (every reply "
+        "constrained to one tool call by a JSON schema; use it for small models on llama.cpp)")] = "native",
     recording: Annotated[Path | None, typer.Option("--recording", help="HTTP recording (replay backend)")] = None,
     record: Annotated[bool, typer.Option("--record", help="make the recording against --base-url")] = False,
     harness: Annotated[Path | None, typer.Option("--harness", help="harness whose Handbook tools read")] = None,
@@ -77,7 +80,10 @@ def run(
     agents, exp_endpoint = _agents_config(config)
     role = agents.role_limits(role)
     kind = backend or (agents.roles[role.name].backend if role.name in agents.roles else None) or agents.backend
-    endpoint = EndpointSpec(base_url=base_url, model=model, api_key_env=api_key_env) if base_url and model else None
+    if tool_calls not in ("native", "schema"):
+        raise _fail(f"--tool-calls {tool_calls!r}: choose native or schema")
+    endpoint = (EndpointSpec(base_url=base_url, model=model, api_key_env=api_key_env, tool_calls=tool_calls)
+                if base_url and model else None)
     if base_url and not model:
         raise _fail("--base-url needs --model (the served model name)")
     try:

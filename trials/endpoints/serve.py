@@ -258,7 +258,9 @@ class ServerProcess:
         self.spec = EndpointSpec(base_url=self.base_url, model=self.served_model,
                                  context_limit=self._probe_context_limit() or self.context_limit,
                                  supports_n=True, supports_choice=self.kind == "vllm",
-                                 max_output_tokens=BUNDLED_MAX_OUTPUT_TOKENS if self.kind == "bundled" else None)
+                                 max_output_tokens=BUNDLED_MAX_OUTPUT_TOKENS if self.kind == "bundled" else None,
+                                 # llama.cpp's tool grammar lets small models write text instead of a call
+                                 tool_calls="schema" if self.kind == "bundled" else "native")
         self._write_state(detach)
         progress(f"{self.name} ready: {self.base_url} model={self.served_model} "
                  f"context={self.spec.context_limit}")
@@ -438,7 +440,7 @@ def ensure_bundled_server(model: str = bundled.DEFAULT_MODEL, port: int = DEFAUL
     if port_in_use(port, host):
         if _health(host, port) and _serves_model(host, port, model):
             return EndpointSpec(base_url=f"http://{host}:{port}/v1", model=model, supports_n=True,
-                                max_output_tokens=BUNDLED_MAX_OUTPUT_TOKENS)
+                                max_output_tokens=BUNDLED_MAX_OUTPUT_TOKENS, tool_calls="schema")
         raise ServerStartError(f"port {port} is taken by something that is not a healthy {model} server; "
                                "pass another port or stop it (rise serve status)")
     server = ServerProcess.bundled(model, port, **kwargs)

@@ -35,6 +35,7 @@ from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
 from evolve.agents.backends.base import BackendJob, BackendReply
+from evolve.agents.backends.schema_tools import SchemaToolClient
 from evolve.agents.role import RoleError, Usage
 from evolve.agents.tools import ToolSpec, invoke
 from evolve.agents.transcript import Transcript, clip
@@ -57,9 +58,12 @@ class OpenAIBackend:
         self.http_client = http_client
 
     def _client(self) -> AsyncOpenAI:
+        http_client = self.http_client
+        if http_client is None and self.endpoint.tool_calls == "schema":
+            http_client = SchemaToolClient(timeout=self.endpoint.timeout_sec)
         return AsyncOpenAI(base_url=self.endpoint.base_url, api_key=self.endpoint.api_key() or "EMPTY",
                              max_retries=self.max_retries, timeout=self.endpoint.timeout_sec,
-                             **({"http_client": self.http_client} if self.http_client is not None else {}))
+                             **({"http_client": http_client} if http_client is not None else {}))
 
     def _request_settings(self, job: BackendJob) -> dict[str, Any]:
         max_tokens = job.role.limits.max_output_tokens

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import vcr
 
 from evolve.agents.backends.base import BackendJob, BackendReply
 from evolve.agents.backends.openai import OpenAIBackend, backend_error
+from evolve.agents.backends.schema_tools import SCHEMA_NAME
 from evolve.agents.role import RoleError
 from trials.endpoints.spec import EndpointSpec
 
@@ -61,7 +62,8 @@ class ReplayBackend:
         if not record and not recording.is_file():
             raise FileNotFoundError(f"{recording}: no such recording (make one with record=True)")
         self.recording, self.record = recording, record
-        spec = endpoint or EndpointSpec(base_url=REPLAY_BASE_URL, model=model or _recorded_model(recording))
+        spec = endpoint or EndpointSpec(base_url=REPLAY_BASE_URL, model=model or _recorded_model(recording),
+                                        tool_calls=_recorded_tool_calls(recording))
         self.price = spec.price
         self._inner = OpenAIBackend(spec, settings=settings, max_retries=0)  # a miss must not be retried
         self._vcr = vcr.VCR(record_mode="all" if record else "none", match_on=("method", "path", "json_body"),
@@ -92,12 +94,31 @@ class ReplayBackend:
         return reply
 
 
-def _recorded_model(recording: Path) -> str:
-    """The model name of the first recorded request (replay sends the same body, so the same name)."""
+def _first_request(recording: Path) -> dict[str, Any]:
     import yaml
 
     try:
         doc = yaml.safe_load(recording.read_text())
-        return json.loads(doc["interactions"][0]["request"]["body"])["model"]
+        body = json.loads(doc["interactions"][0]["request"]["body"])
+        if not isinstance(body, dict):
+            raise TypeError("the first request body is not a JSON object")
+        return body
     except (OSError, KeyError, IndexError, TypeError, ValueError, yaml.YAMLError) as exc:
         raise ValueError(f"{recording}: not a recording of chat requests ({exc})") from None
+
+
+def _recorded_model(recording: Path) -> str:
+    """The model name of the first recorded request (replay sends the same body, so the same name)."""
+    try:
+        return _first_request(recording)["model"]
+    except KeyError:
+        raise ValueError(f"{recording}: the first recorded request names no model") from None
+
+
+def _recorded_tool_calls(recording: Path) -> Literal["native", "schema"]:
+    """``schema`` when the recording was made through the schema tool client (its requests carry the call schema
+    instead of tools), so that a replay rewrites its requests the same way."""
+    if not recording.is_file():
+        return "native"
+    fmt = _first_request(recording).get("response_format") or {}
+    return "schema" if fmt.get("json_schema", {}).get("name") == SCHEMA_NAME else "native"
