@@ -1,5 +1,8 @@
 """One trial: sandbox up → agent in its own process group → tests → reward → ``result.json``.
 
+The agent starts through :mod:`trials.launch`: a launcher that has imported the platform and library modules
+already (made while the sandbox starts, or by the previous trial of the slot), one process per trial.
+
 Outcome rules (the runner never raises for a bad task; everything lands in ``result.json``):
 - ⊥ (``infra``): the sandbox could not start (``image_build``, ``sandbox``...), the task cannot run in this
   environment (``unsupported_task``), the harness reported ``model_unreachable``, the sandbox failed while
@@ -17,10 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import hashlib
 import json
 import logging
 import os
 import signal
+import sys
 import time
 import traceback
 import uuid
@@ -28,7 +33,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .agents import AgentSpec
+from . import launch
+from .agents import AgentSpec, cache_root
 from .endpoints.spec import EndpointSpec
 from .environments.base import Environment
 from .errors import InfraError, TaskError
@@ -43,6 +49,11 @@ STOP_TIMEOUT_SEC = 60.0
 NO_ENDPOINT = EndpointSpec(base_url="http://127.0.0.1:9/v1", model="none")
 
 EnvFactory = Callable[[str, Any, Path, str | None], Environment]
+
+# What a launcher imports before its trial (trials/launch.py), by the module an agent runs: platform and library
+# modules only, never candidate code. monitor.host runs every harness; openai comes with the model client.
+PRELOAD = {"monitor.host": ("monitor.host", "trials.endpoints.client", "jinja2", "tenacity"),
+           "trials.agents": ("trials.agents", "trials.tasks")}
 
 
 class _Infra(Exception):
@@ -107,7 +118,7 @@ def _kill_group_now(pgid: int) -> None:
         pass
 
 
-async def _terminate(proc: asyncio.subprocess.Process) -> None:
+async def _terminate(proc: launch.AgentProcess) -> None:
     """SIGTERM the agent's whole process group, SIGKILL it after a grace period."""
     pgid = proc.pid  # start_new_session: the agent leads its own group
     try:
@@ -122,19 +133,33 @@ async def _terminate(proc: asyncio.subprocess.Process) -> None:
     await proc.wait()
 
 
-async def run_agent_process(agent: AgentSpec, spec_path: Path, task_path: Path, agent_dir: Path,
-                            timeout: float) -> tuple[int | None, bool, float]:
-    """Launch the agent in its own session; returns (exit code, timed out, seconds)."""
+def agent_launch(agent: AgentSpec, spec_path: Path, task_path: Path) -> launch.AgentLaunch:
+    """How the agent of one trial will start (made when the trial starts, so a spare warms up meanwhile)."""
     cmd = agent.command(spec_path, task_path)
     env = {**os.environ, **agent.env, "RISE_TRIAL_SPEC": str(spec_path)}
+    module = launch.module_of(cmd)
+    if module is None:
+        return launch.AgentLaunch(cmd, env)
+    learned = cache_root() / "launch" / f"{module}-{hashlib.sha256(sys.executable.encode()).hexdigest()[:8]}.json"
+    return launch.AgentLaunch(cmd, env, PRELOAD.get(module, ("trials.harness_api",)), learned)
+
+
+async def run_agent_process(agent: AgentSpec, spec_path: Path, task_path: Path, agent_dir: Path,
+                            timeout: float, launcher: launch.AgentLaunch | None = None
+                            ) -> tuple[int | None, bool, float]:
+    """Launch the agent in its own session; returns (exit code, timed out, seconds)."""
+    own = launcher is None
+    launcher = launcher or agent_launch(agent, spec_path, task_path)
     t0 = time.monotonic()
-    with open(agent_dir / "stdout.log", "ab") as out:  # noqa: ASYNC230 - a local file, opened once
-        out.write(f"$ {' '.join(cmd)}\n".encode())
-        out.flush()
-        proc = await asyncio.create_subprocess_exec(*cmd, stdin=asyncio.subprocess.DEVNULL, stdout=out,
-                                                    stderr=asyncio.subprocess.STDOUT, env=env,
-                                                    start_new_session=True)
-    # Lets a resumed job find and kill an agent orphaned by a killed runner (checked against its cmdline).
+    try:
+        with open(agent_dir / "stdout.log", "ab") as out:  # noqa: ASYNC230 - a local file, opened once
+            out.write(f"$ {' '.join(launcher.cmd)}\n".encode())
+        proc = launcher.start(agent_dir / "stdout.log")
+    finally:
+        if own:
+            launcher.release()
+    # Lets a resumed job find and kill an agent orphaned by a killed runner (checked against its cmdline; an
+    # agent in a launcher does not wait for that: it kills its own group when the runner's pipe closes).
     (agent_dir / "agent.pid").write_text(f"{proc.pid}\n")
     timed_out = False
     try:
@@ -145,6 +170,7 @@ async def run_agent_process(agent: AgentSpec, spec_path: Path, task_path: Path, 
     finally:
         if proc.returncode is None:  # cancelled: no awaiting here, just make sure nothing survives
             _kill_group_now(proc.pid)
+        proc.close()
     if _group_alive(proc.pid):  # children the agent left behind
         _kill_group_now(proc.pid)
     return proc.returncode, timed_out, time.monotonic() - t0
@@ -191,6 +217,7 @@ async def run_trial(task: Any, agent: AgentSpec, endpoint: EndpointSpec | None, 
     })
     t_total = time.monotonic()
     env: Environment | None = None
+    launcher = agent_launch(agent, agent_dir / "trial_spec.json", Path(task.path))
     try:
         factory = env_factory or _default_factory
         t0 = time.monotonic()
@@ -204,7 +231,7 @@ async def run_trial(task: Any, agent: AgentSpec, endpoint: EndpointSpec | None, 
         finally:
             res.durations.env_start = time.monotonic() - t0
         await _agent_phase(res, task, agent, endpoint, verifier_endpoint, env, trial_dir, settings,
-                           agent_timeout_sec, refine_context)
+                           agent_timeout_sec, refine_context, launcher)
         await _verifier_phase(res, task, env, verifier_dir)
     except _Infra as exc:
         res.status, res.failure_class = "infra", None
@@ -218,6 +245,7 @@ async def run_trial(task: Any, agent: AgentSpec, endpoint: EndpointSpec | None, 
         res.infra_cause, res.infra_message = "runner_error", f"{type(exc).__name__}: {exc}"
         res.traceback = traceback.format_exc()
     finally:
+        launcher.release()
         if env is not None:
             t0 = time.monotonic()
             try:
@@ -236,7 +264,7 @@ async def run_trial(task: Any, agent: AgentSpec, endpoint: EndpointSpec | None, 
 async def _agent_phase(res: TrialResult, task: Any, agent: AgentSpec, endpoint: EndpointSpec | None,
                        verifier_endpoint: EndpointSpec | None, env: Environment, trial_dir: Path,
                        settings: dict[str, Any] | None, agent_timeout_sec: float | None,
-                       refine_context: str | None) -> None:
+                       refine_context: str | None, launcher: launch.AgentLaunch | None = None) -> None:
     agent_dir = trial_dir / "agent"
     timeout = agent_timeout_sec or task.config.agent.timeout_sec
     spec = TrialSpec(trial_id=f"{res.job_id}/{res.trial_name}" if res.job_id else res.trial_name,
@@ -247,7 +275,8 @@ async def _agent_phase(res: TrialResult, task: Any, agent: AgentSpec, endpoint: 
                      refine_context=refine_context)
     spec_path = agent_dir / "trial_spec.json"
     spec.dump(spec_path)
-    rc, timed_out, seconds = await run_agent_process(agent, spec_path, Path(task.path), agent_dir, timeout)
+    rc, timed_out, seconds = await run_agent_process(agent, spec_path, Path(task.path), agent_dir, timeout,
+                                                     launcher)
     res.durations.agent = seconds
     res.agent_exit_code, res.agent_timed_out = rc, timed_out
     outcome, problem = _read_outcome(agent_dir)

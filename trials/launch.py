@@ -1,0 +1,356 @@
+"""How the runner starts an agent process: through a warm launcher, with a spare ready for the next trial.
+
+Starting a harness costs seconds before its loop runs: the interpreter, then pydantic, openai, httpx, jinja2 and
+the monitor. A **launcher** (``python -m trials.launch --preload a,b``) pays that up front: it imports the
+preload modules, then blocks on stdin for one job line (JSON: ``module``, ``args``, ``env``, ``output``),
+points its stdout/stderr at the trial's ``stdout.log``, takes the trial's environment and runs ``module`` as
+``__main__`` with ``args``, exactly as ``python -m module args`` would (the module itself is imported afresh).
+It ends with the module's exit status, running ``atexit`` handlers but skipping the interpreter's slow module
+teardown.
+
+The runner keeps **spares**: after it starts an agent it spawns launchers for the next trials (at most one
+per agent running with the same command, interpreter, environment and working folder, and
+``RISE_WARM_AGENTS`` in all, default 4; ``0`` turns spares off). A spare's imports overlap the rest of its
+trial and the next one's environment start. Each launcher runs **one** trial and exits: a crashing candidate
+takes only its own process down, as before. Candidate code is never preloaded (only platform and library
+modules), so a broken candidate cannot break a spare.
+
+Orphans: the runner holds the launcher's stdin open while the agent runs. When the runner dies, the launcher
+reads end-of-file and kills its own process group (the agent and anything it started), so a killed runner
+leaves no agent behind.
+
+An ``argv`` that is not ``<this interpreter> -m module ...`` is started directly (no launcher, no spare).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import hashlib
+import io
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import sysconfig
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+DEFAULT_MAX_SPARES = 4
+# A successor spare (made when an agent starts, for the next trial) waits this long before its imports, so that
+# they do not compete with that agent's own start for the CPU; a job arriving ends the wait at once.
+SUCCESSOR_DELAY_SEC = 1.0
+# Not part of the key of a spare: it differs for every trial and is set when the job arrives.
+PER_TRIAL_ENV = ("RISE_TRIAL_SPEC",)
+
+
+def max_spares() -> int:
+    """``RISE_WARM_AGENTS`` (spares in all; 0: none), default :data:`DEFAULT_MAX_SPARES`."""
+    try:
+        return max(int(os.environ.get("RISE_WARM_AGENTS", DEFAULT_MAX_SPARES)), 0)
+    except ValueError:
+        return DEFAULT_MAX_SPARES
+
+
+def module_of(cmd: list[str]) -> str | None:
+    """The module of ``[this interpreter, "-m", module, ...]``; None for any other command line."""
+    if len(cmd) >= 3 and cmd[1] == "-m" and os.path.realpath(cmd[0]) == os.path.realpath(sys.executable):
+        return cmd[2]
+    return None
+
+
+class AgentProcess:
+    """A started agent: ``pid`` (it leads its own process group), ``returncode``, ``await wait()``.
+
+    Waits on a pidfd, so it belongs to no event loop (a spare made under one loop serves under another)."""
+
+    def __init__(self, popen: subprocess.Popen, warm: bool = False):
+        self._popen = popen
+        self.pid = popen.pid
+        self.warm = warm  # it ran in a launcher that had finished its preload when the job came
+
+    @property
+    def returncode(self) -> int | None:
+        return self._popen.poll()
+
+    async def wait(self) -> int:
+        if self._popen.poll() is not None:
+            return self._popen.returncode
+        try:
+            fd = os.pidfd_open(self.pid)
+        except (AttributeError, OSError):  # no pidfd (an old kernel): poll
+            while self._popen.poll() is None:
+                await asyncio.sleep(0.02)
+            return self._popen.returncode
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+        loop.add_reader(fd, lambda: done.done() or done.set_result(None))
+        try:
+            if self._popen.poll() is None:  # it may have ended before the reader was in place
+                await done
+        finally:
+            loop.remove_reader(fd)
+            os.close(fd)
+        return self._popen.wait()
+
+    def close(self) -> None:
+        """Release the launcher's stdin (call after the end: its end-of-file kills the process group)."""
+        if self._popen.stdin is not None:
+            with contextlib.suppress(OSError):
+                self._popen.stdin.close()
+
+
+class _Spares:
+    """Idle launchers by key (oldest first) and the trials of each key under way (their demand)."""
+
+    def __init__(self) -> None:
+        self.idle: dict[tuple, list[subprocess.Popen]] = {}
+        self.demand: dict[tuple, int] = {}
+        self._atexit = False
+
+    def take(self, key: tuple) -> subprocess.Popen | None:
+        spares = self.idle.get(key, [])
+        while spares:
+            popen = spares.pop(0)
+            if popen.poll() is None:
+                return popen
+            _discard(popen)  # it died while waiting: start afresh
+        return None
+
+    def replenish(self, key: tuple, spawn: Any) -> None:
+        """Spawn spares of ``key`` up to one per trial of ``key`` under way, within :func:`max_spares` in all
+        (the oldest spares of other keys make room)."""
+        cap = max_spares()
+        mine = self.idle.setdefault(key, [])
+        while len(mine) < min(self.demand.get(key, 0), cap):
+            if sum(len(v) for v in self.idle.values()) >= cap:
+                others = [k for k, v in self.idle.items() if v and k != key]
+                if not others:
+                    return
+                _discard(self.idle[others[0]].pop(0))
+            mine.append(spawn())
+            if not self._atexit:
+                atexit.register(self.close_all)
+                self._atexit = True
+
+    def close_all(self) -> None:
+        for spares in self.idle.values():
+            for popen in spares:
+                _discard(popen)
+        self.idle.clear()
+
+
+_SPARES = _Spares()
+
+
+def _discard(popen: subprocess.Popen) -> None:
+    with contextlib.suppress(OSError):
+        if popen.stdin is not None:
+            popen.stdin.close()
+    if popen.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            popen.kill()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        popen.wait(5)
+
+
+def _spawn_launcher(preload: tuple[str, ...], env: dict[str, str], learned: Path | None,
+                    delay: float = 0.0) -> subprocess.Popen:
+    argv = [sys.executable, "-m", "trials.launch", "--preload", ",".join(preload)]
+    if learned is not None:
+        argv += ["--learned", str(learned)]
+    if delay > 0:
+        argv += ["--delay", f"{delay:g}"]
+    return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=env, start_new_session=True)
+
+
+def _direct(cmd: list[str], env: dict[str, str], output: Path) -> AgentProcess:
+    with open(output, "ab") as out:
+        return AgentProcess(subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                             env=env, start_new_session=True))
+
+
+class AgentLaunch:
+    """How one trial starts its agent. Made when the trial starts (a spare then gets ready while the sandbox
+    starts); :meth:`start` runs the agent; :meth:`release` when the trial is over (idempotent)."""
+
+    def __init__(self, cmd: list[str], env: dict[str, str], preload: tuple[str, ...] = (),
+                 learned: Path | None = None):
+        self.cmd, self.env, self.learned = cmd, env, learned
+        self.module = module_of(cmd)
+        self.preload = tuple(dict.fromkeys(preload))
+        self.spare_env = {k: v for k, v in env.items() if k not in PER_TRIAL_ENV}
+        digest = hashlib.sha256(json.dumps(self.spare_env, sort_keys=True).encode()).hexdigest()
+        self.key = (sys.executable, os.getcwd(), self.preload, digest)
+        self._counted = self.module is not None and max_spares() > 0
+        if self._counted:
+            _SPARES.demand[self.key] = _SPARES.demand.get(self.key, 0) + 1
+            _SPARES.replenish(self.key, self._spawn)
+
+    def _spawn(self, delay: float = 0.0) -> subprocess.Popen:
+        return _spawn_launcher(self.preload, self.spare_env, self.learned, delay)
+
+    def start(self, output: Path) -> AgentProcess:
+        """Start the agent in its own session, stdout and stderr appended to ``output``: in a spare when one
+        is there, else in a fresh launcher (a command that is not ``python -m`` directly). Quick."""
+        if self.module is None:
+            return _direct(self.cmd, self.env, output)
+        popen = _SPARES.take(self.key) if self._counted else None
+        if popen is None:
+            popen = self._spawn()
+        job = {"module": self.module, "args": self.cmd[3:], "env": self.env, "output": str(output)}
+        try:
+            assert popen.stdin is not None
+            popen.stdin.write(json.dumps(job).encode() + b"\n")
+            popen.stdin.flush()
+        except OSError:  # the launcher is gone already: start the command directly
+            _discard(popen)
+            return _direct(self.cmd, self.env, output)
+        if self._counted:  # a successor for the next trial of this slot
+            _SPARES.replenish(self.key, lambda: self._spawn(SUCCESSOR_DELAY_SEC))
+        return AgentProcess(popen, warm=True)
+
+    def release(self) -> None:
+        if self._counted:
+            self._counted = False
+            _SPARES.demand[self.key] = max(_SPARES.demand.get(self.key, 0) - 1, 0)
+
+
+# ------------------------------------------------------------------------------------------ the launcher side
+
+
+def _exit_code(exc: SystemExit) -> int:
+    if exc.code is None:
+        return 0
+    if isinstance(exc.code, int):
+        return exc.code
+    print(exc.code, file=sys.stderr)
+    return 1
+
+
+def _watch_stdin(fd: int) -> None:
+    """End-of-file on the runner's pipe: the runner is gone (or gave up); nothing of this agent may outlive it."""
+    while os.read(fd, 4096):
+        pass
+    os.killpg(os.getpgrp(), signal.SIGKILL)
+
+
+def _finish(code: int) -> None:
+    """Leave as the interpreter would (non-daemon threads, then atexit handlers), without tearing down every
+    module: that teardown is slow with openai and pydantic loaded, and nothing is lost by skipping it."""
+    try:
+        shutdown = getattr(threading, "_shutdown", None)
+        if shutdown is not None:
+            shutdown()
+        atexit._run_exitfuncs()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(code)
+
+
+_LIBRARY_DIRS = tuple({os.path.join(os.path.realpath(sysconfig.get_paths()[k]), "")
+                       for k in ("stdlib", "platstdlib", "purelib", "platlib")})
+PLATFORM_PACKAGES = ("trials", "monitor")
+
+
+def preloadable(name: str, module: Any) -> bool:
+    """Whether a module may be imported before a trial: the platform's own (``trials``, ``monitor``) or a
+    library's (the standard library, site-packages), never candidate code (a harness package, tests)."""
+    if name == "__main__" or name.startswith("__main__."):
+        return False
+    if name.split(".")[0] in PLATFORM_PACKAGES:
+        return True
+    path = getattr(module, "__file__", None)
+    return isinstance(path, str) and os.path.realpath(path).startswith(_LIBRARY_DIRS)
+
+
+def _read_learned(path: Path | None) -> list[str]:
+    try:
+        names = json.loads(path.read_text()) if path is not None else []
+    except (OSError, ValueError):
+        return []
+    return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
+
+
+def _learn(path: Path, known: set[str]) -> None:
+    """Record the preloadable modules this run imported, when there are new ones (the next spares import them
+    up front): the lazy imports of libraries (openai's resources, httpcore...) that a fixed list misses."""
+    modules = dict(sys.modules)
+    if not any(preloadable(n, m) for n, m in modules.items() if n not in known):
+        return
+    names = [n for n, m in modules.items() if preloadable(n, m)]
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(names))
+        os.replace(tmp, path)
+
+
+def launcher_main(argv: list[str]) -> None:
+    """The launcher process (see the module docstring); never returns."""
+    import importlib
+    import runpy
+
+    preload = [m for m in (argv[argv.index("--preload") + 1] if "--preload" in argv else "").split(",") if m]
+    learned = Path(argv[argv.index("--learned") + 1]) if "--learned" in argv else None
+    if "--delay" in argv:  # a successor: let the trial that just started have the CPU first (unless a job comes)
+        select.select([0], [], [], float(argv[argv.index("--delay") + 1]))
+    preload += _read_learned(learned)
+    t0 = time.monotonic()
+    captured = io.StringIO()
+    with contextlib.redirect_stderr(captured):  # import warnings belong in the trial's log, which comes later
+        for name in dict.fromkeys(preload):
+            if name in sys.modules:
+                continue
+            try:
+                importlib.import_module(name)
+            except Exception as exc:  # noqa: BLE001 - the trial imports it again and meets the error there
+                print(f"trials.launch: preloading {name} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+    known = set(sys.modules)
+    t1 = time.monotonic()
+    line = sys.stdin.buffer.readline()
+    if not line:  # the runner closed the spare: nothing to run
+        os._exit(0)
+    job = json.loads(line)
+    watch_fd = os.dup(0)  # the runner's pipe, watched for its end; the agent's stdin is /dev/null, as before
+    null = os.open(os.devnull, os.O_RDONLY)
+    out = os.open(job["output"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    for fd, target in ((null, 0), (out, 1), (out, 2)):
+        os.dup2(fd, target)
+    os.close(null)
+    os.close(out)
+    sys.stderr.write(captured.getvalue())
+    print(f"trials.launch: {len(known)} modules preloaded in {t1 - t0:.2f} s; the job came "
+          + (f"{time.monotonic() - t1:.2f} s later" if time.monotonic() - t1 > 0.005 else "before the end"),
+          file=sys.stderr, flush=True)
+    threading.Thread(target=_watch_stdin, args=(watch_fd,), name="launch-stdin-watch", daemon=True).start()
+    os.environ.clear()
+    os.environ.update(job["env"])
+    module = job["module"]
+    sys.modules.pop(module, None)  # run it afresh as __main__, as ``python -m`` does
+    sys.argv = [module, *job["args"]]
+    code = 0
+    try:
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+    except SystemExit as exc:
+        code = _exit_code(exc)
+    except BaseException:  # noqa: BLE001 - as the interpreter does: the traceback, then status 1
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    if learned is not None:
+        _learn(learned, known)
+    _finish(code)
+
+
+if __name__ == "__main__":
+    launcher_main(sys.argv[1:])
