@@ -87,3 +87,14 @@ def test_a_role_call_on_a_text_only_server_calls_its_tools(tmp_path: Path):
     assert any(m["role"] == "assistant" and m.get("tool_calls") for m in last)
     assert [r["tool"] for r in read_transcript(result.transcript) if r["kind"] == "tool_call"] == \
         ["list_dir", "read_file"]
+
+
+def test_auto_is_schema_on_llama_cpp_only():
+    from evolve.agents.backends.schema_tools import resolve_tool_calls
+
+    with ScriptedServer([], flavor="llamacpp") as cpp, ScriptedServer([], flavor="vllm") as vllm:
+        assert resolve_tool_calls("auto", cpp.base_url) == "schema"
+        assert resolve_tool_calls("auto", vllm.base_url) == "native"
+        assert resolve_tool_calls("native", cpp.base_url) == "native"  # an explicit choice is never probed
+        assert [c for c in cpp.calls if c[1] == "/props"] and len(cpp.calls) == 1
+    assert resolve_tool_calls("auto", "http://127.0.0.1:9/v1") == "native"  # nothing there: the call reports it

@@ -60,8 +60,9 @@ def run(
     model: Annotated[str | None, typer.Option("--model", help="served model name")] = None,
     api_key_env: Annotated[str | None, typer.Option("--api-key-env", help="variable holding the key")] = None,
     tool_calls: Annotated[str, typer.Option(
-        "--tool-calls", help="with --base-url: native (the server's tool parser) or schema (every reply "
-        "constrained to one tool call by a JSON schema; use it for small models on llama.cpp)")] = "native",
+        "--tool-calls", help="with --base-url: native (the server's tool parser), schema (every reply "
+        "constrained to one tool call by a JSON schema; small models on llama.cpp) or auto (schema on llama.cpp)"
+    )] = "auto",
     recording: Annotated[Path | None, typer.Option("--recording", help="HTTP recording (replay backend)")] = None,
     record: Annotated[bool, typer.Option("--record", help="make the recording against --base-url")] = False,
     harness: Annotated[Path | None, typer.Option("--harness", help="harness whose Handbook tools read")] = None,
@@ -80,8 +81,8 @@ def run(
     agents, exp_endpoint = _agents_config(config)
     role = agents.role_limits(role)
     kind = backend or (agents.roles[role.name].backend if role.name in agents.roles else None) or agents.backend
-    if tool_calls not in ("native", "schema"):
-        raise _fail(f"--tool-calls {tool_calls!r}: choose native or schema")
+    if tool_calls not in ("auto", "native", "schema"):
+        raise _fail(f"--tool-calls {tool_calls!r}: choose auto, native or schema")
     endpoint = (EndpointSpec(base_url=base_url, model=model, api_key_env=api_key_env, tool_calls=tool_calls)
                 if base_url and model else None)
     if base_url and not model:

@@ -33,10 +33,10 @@ class EndpointSpec(BaseModel):
     timeout_sec: float = 600.0
     max_output_tokens: int | None = Field(
         default=None, ge=1, description="ceiling on max_tokens for every request (slow CPU servers)")
-    tool_calls: Literal["native", "schema"] = Field(
-        default="native", description="how agent roles call tools: native (the server's tool parser) or schema "
-        "(one JSON schema constrains every reply; for small models on llama.cpp, see "
-        "evolve/agents/backends/schema_tools.py)")
+    tool_calls: Literal["auto", "native", "schema"] = Field(
+        default="auto", description="how agent roles call tools: native (the server's tool parser), schema (one "
+        "JSON schema constrains every reply; for small models on llama.cpp, see "
+        "evolve/agents/backends/schema_tools.py) or auto (schema on a llama.cpp server, else native)")
 
     def api_key(self) -> str:
         """The key from the named variable; servers without auth get a placeholder."""

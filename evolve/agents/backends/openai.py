@@ -35,7 +35,7 @@ from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
 from evolve.agents.backends.base import BackendJob, BackendReply
-from evolve.agents.backends.schema_tools import SchemaToolClient
+from evolve.agents.backends.schema_tools import SchemaToolClient, resolve_tool_calls
 from evolve.agents.role import RoleError, Usage
 from evolve.agents.tools import ToolSpec, invoke
 from evolve.agents.transcript import Transcript, clip
@@ -59,7 +59,7 @@ class OpenAIBackend:
 
     def _client(self) -> AsyncOpenAI:
         http_client = self.http_client
-        if http_client is None and self.endpoint.tool_calls == "schema":
+        if http_client is None and resolve_tool_calls(self.endpoint.tool_calls, self.endpoint.base_url) == "schema":
             http_client = SchemaToolClient(timeout=self.endpoint.timeout_sec)
         return AsyncOpenAI(base_url=self.endpoint.base_url, api_key=self.endpoint.api_key() or "EMPTY",
                              max_retries=self.max_retries, timeout=self.endpoint.timeout_sec,

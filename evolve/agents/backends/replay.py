@@ -16,7 +16,7 @@ import vcr
 
 from evolve.agents.backends.base import BackendJob, BackendReply
 from evolve.agents.backends.openai import OpenAIBackend, backend_error
-from evolve.agents.backends.schema_tools import SCHEMA_NAME
+from evolve.agents.backends.schema_tools import SCHEMA_NAME, resolve_tool_calls
 from evolve.agents.role import RoleError
 from trials.endpoints.spec import EndpointSpec
 
@@ -64,6 +64,8 @@ class ReplayBackend:
         self.recording, self.record = recording, record
         spec = endpoint or EndpointSpec(base_url=REPLAY_BASE_URL, model=model or _recorded_model(recording),
                                         tool_calls=_recorded_tool_calls(recording))
+        if record:  # resolve "auto" now: its probe must not land in the recording
+            spec = spec.model_copy(update={"tool_calls": resolve_tool_calls(spec.tool_calls, spec.base_url)})
         self.price = spec.price
         self._inner = OpenAIBackend(spec, settings=settings, max_retries=0)  # a miss must not be retried
         self._vcr = vcr.VCR(record_mode="all" if record else "none", match_on=("method", "path", "json_body"),

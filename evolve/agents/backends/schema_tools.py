@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 
@@ -159,3 +159,27 @@ class SchemaToolClient(httpx.AsyncClient):
                        if k.lower() not in ("content-length", "content-encoding", "transfer-encoding")}
         return httpx.Response(response.status_code, headers=out_headers, json=payload, request=request,
                               extensions=response.extensions)
+
+
+_PROBED: dict[str, bool] = {}
+
+
+def is_llama_cpp(base_url: str, timeout: float = 5.0) -> bool:
+    """Whether ``base_url`` is served by llama.cpp's server (it alone answers ``GET /props`` with its generation
+    settings); asked once per URL and process. An unreachable server counts as not llama.cpp: the role call
+    that follows reports the connection error itself."""
+    root = base_url.rstrip("/").removesuffix("/v1")
+    if root not in _PROBED:
+        try:
+            response = httpx.get(f"{root}/props", timeout=timeout)
+            _PROBED[root] = response.status_code == 200 and "default_generation_settings" in response.json()
+        except (httpx.HTTPError, ValueError):
+            return False  # not cached: the server may be starting
+    return _PROBED[root]
+
+
+def resolve_tool_calls(mode: str, base_url: str) -> Literal["native", "schema"]:
+    """``auto`` made concrete: schema on llama.cpp (its tool grammar lets small models talk past their tools)."""
+    if mode == "auto":
+        return "schema" if is_llama_cpp(base_url) else "native"
+    return "schema" if mode == "schema" else "native"
