@@ -4,6 +4,7 @@ the mechanism must show in the spans)."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,7 +62,7 @@ class CheckStages:
     controller's ``exp``, ``led``, ``checks``, ``repair``, ``version_dir``, ``plan`` and ``reject``)."""
 
     async def run_checks(self, incumbent: str, commit: str, wt: Path) -> tuple[str, Path]:
-        for attempt in range(1, self.max_repairs + 3):
+        for attempt in range(1, 2 * self.max_repairs + 3):  # smoke and contract repairs, then the last checks
             smoke = self.led.find("check_result", key=f"{commit}:smoke")
             if not smoke:
                 passed, details = await self.checks.smoke(wt, self.exp.root / "checks" / commit[:12] / "smoke")
@@ -69,6 +70,10 @@ class CheckStages:
                                                      passed=passed, details=details, attempt=attempt))]
                 kill_point("smoke")
             if not smoke[0].passed:
+                repaired = await self._repair_smoke(commit, wt, smoke[0], attempt)
+                if repaired is not None:
+                    commit = repaired
+                    continue  # smoke again on the repaired commit
                 self.reject(commit, CandidateReport(""), f"smoke check failed: {why(smoke[0].details)}",
                             {"stage": "smoke", "details": smoke[0].details})
             ev = self.led.find("check_result", key=f"{commit}:contracts")
@@ -98,6 +103,26 @@ class CheckStages:
                             {"stage": "contracts", "details": ev[0].details})
             return commit, wt
         raise ControllerError(f"{commit[:12]}: checks did not settle after {self.max_repairs} repairs")
+
+    async def _repair_smoke(self, commit: str, wt: Path, smoke: Any, attempt: int) -> str | None:
+        """A failed smoke check goes to the repair hook (the implementer) like failed contracts do, within the
+        same bound of ``max_repairs`` attempts; the repaired commit, or None (no hook, bound reached, nothing
+        changed). Keyed ``C:smoke-repair`` so a resume after the repair goes straight on to the repaired commit."""
+        done = self.led.find("check_result", key=f"{commit}:smoke-repair")
+        if done:
+            return done[0].details.get("repaired_to")
+        if self.repair is None or attempt > self.max_repairs:
+            return None
+        failures = [str(f) for f in smoke.details.get("failures") or []] or [why(smoke.details)]
+        failures = [f"smoke check (one scripted trial of the harness) failed: {f}" for f in failures]
+        changed = await asyncio.to_thread(self.repair, wt, failures)
+        new = self.exp.commit_worktree(wt, f"{COMMIT_MARK} repair of {commit[:12]} after the smoke check") \
+            if changed else commit
+        self.led.append(CheckResult(key=f"{commit}:smoke-repair", commit=commit, stage="smoke", passed=False,
+                                    details={**smoke.details, "repaired_to": new if new != commit else None},
+                                    attempt=attempt))
+        kill_point("smoke_repair")
+        return new if new != commit else None
 
     # -- stage 3: screening ---------------------------------------------------------------------------------
     async def run_screening(self, round_no: int, cand: CandidateInput, commit: str, wt: Path,

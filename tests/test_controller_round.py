@@ -183,6 +183,48 @@ def test_repair_commits_and_checks_the_repaired_commit(tmp_path, server):
     assert len(exp.ledger.events) == n
 
 
+def test_a_failed_smoke_check_goes_to_the_repair_hook_and_the_repaired_commit_is_checked(tmp_path, server):
+    """Smoke failures reach the implementer like contract failures (issue 14 item 2): the repaired worktree is
+    committed and smoke-checked again; a resume goes straight to the repaired commit; without a hook it is a
+    rejection naming the smoke check."""
+    from evolve.controller import Checks
+    from tests.test_controller_support import pass_contracts
+
+    async def smoke(harness_dir, out_dir):
+        ok = (harness_dir / "FIXED.md").is_file()
+        return ok, {"summary": "stand-in smoke: FIXED.md " + ("present" if ok else "missing"),
+                    "failures": [] if ok else ["the harness crashed at start"]}
+
+    seen: list = []
+
+    def repair(candidate, failures):
+        seen.append(list(failures))
+        (candidate / "FIXED.md").write_text("fixed\n")
+        return True
+
+    exp = make_experiment(tmp_path / "runs", server.base_url, heldout=[])
+    prop = Proposal(tasks=["write-json"], boundaries=["completion:NoSuch.thing"])
+    report = run_round(exp, 1, [CandidateInput("verify", str(GOOD), prop)], checks=Checks(smoke, pass_contracts),
+                       repair=repair)
+    (c,) = report.candidates
+    assert seen and "the harness crashed at start" in seen[0][0] and "smoke" in seen[0][0]
+    led = exp.ledger
+    (created,) = led.find("candidate_created")
+    first, second = created.commit, c.commit
+    assert first != second and exp.repo.commit(second).parents[0].hexsha == first
+    assert led.find("check_result", key=f"{first}:smoke-repair")[0].details["repaired_to"] == second
+    assert led.find("check_result", key=f"{second}:smoke")[0].passed
+    assert "screening: the mechanism did not run" in c.reason  # it went on past the checks
+    n = len(led.events)
+    assert run_round(exp, 1, [], checks=Checks(smoke, pass_contracts), repair=repair).candidates[0].commit == second
+    assert len(exp.ledger.events) == n and len(seen) == 1
+
+    exp2 = make_experiment(tmp_path / "runs2", server.base_url, heldout=[])
+    (c2,) = run_round(exp2, 1, [CandidateInput("verify", str(GOOD), prop)],
+                      checks=Checks(smoke, pass_contracts)).candidates
+    assert c2.status == "rejected" and "smoke check failed" in c2.reason
+
+
 def test_spent_trial_budget_stops_before_the_next_grid_and_resume_continues(tmp_path, server):
     """budgets.max_trials is checked before each grid: the reference runs spend it, the candidate's next grid is
     refused with a message naming the budget; raising it and resuming finishes the round, nothing rerun."""

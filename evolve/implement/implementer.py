@@ -2,7 +2,7 @@
 candidate branch ``cand/rNN-slug``, in the candidate's own worktree, which the controller then takes as a
 branch candidate (its existing creation stage: switches on, checks, screening, evaluation).
 
-:func:`repair_hook` is the controller's ``repair(candidate_dir, failures) -> bool``: contract failures go back
+:func:`repair_hook` is the controller's ``repair(candidate_dir, failures) -> bool``: smoke and contract failures go back
 to the implementer in the same worktree, at most ``max_repairs`` times (the controller's bound)."""
 
 from __future__ import annotations
