@@ -26,6 +26,8 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt,
 
 log = logging.getLogger(__name__)
 
+# Exit statuses of the start script (TmuxSession.start) besides 0.
+_NO_TMUX, _ADOPTED = 127, 100
 # What ends a keystroke string that runs a command (for the blocking mode).
 _ENTER_KEYS = ("Enter", "C-m", "KPEnter", "C-j", "^M", "^J")
 
@@ -103,21 +105,29 @@ class TmuxSession:
         return result
 
     async def start(self) -> None:
-        """Create the session (or adopt a live one of the same name) and wait for the shell's first prompt."""
-        probe = await self._exec("command -v tmux", check=False)
-        if probe.returncode != 0:
-            raise TmuxError("tmux is not installed in the sandbox (the task image must provide it)")
-        if await self.is_alive():
-            log.info("adopting the running tmux session %s", self.name)
-            return
+        """Create the session (or adopt a live one of the same name) and wait for the shell's first prompt.
+
+        One command in the sandbox asks whether tmux is there and whether the session is, and creates it if not
+        (each command costs a round trip, about 0.1 s through ``docker exec``, and this is the harness's start);
+        then the pane is read until the login shell has printed something."""
         logfile = shlex.quote(self.s.pane_log)
-        cmd = (
+        create = (
             f"mkdir -p \"$(dirname {logfile})\" && export TERM={shlex.quote(self.s.term)} && "
             f"tmux start-server \\; set-option -g history-limit {int(self.s.history_limit)} \\; "
             f"new-session -d -s {self.target} -x {int(self.s.width)} -y {int(self.s.height)} "
             f"{shlex.quote(self.s.shell)} \\; pipe-pane -t {self.target} {shlex.quote('cat > ' + logfile)}"
         )
-        await self._exec(cmd)
+        result = await self._exec(f"command -v tmux >/dev/null 2>&1 || exit {_NO_TMUX}\n"
+                                  f"tmux has-session -t {self.target} 2>/dev/null && exit {_ADOPTED}\n"
+                                  f"{create}", check=False)
+        if result.returncode == _NO_TMUX:
+            raise TmuxError("tmux is not installed in the sandbox (the task image must provide it)")
+        if result.returncode == _ADOPTED:
+            log.info("adopting the running tmux session %s", self.name)
+            return
+        if result.returncode != 0:
+            raise TmuxError(f"tmux command failed ({result.returncode}): {create[:120]}: "
+                            f"{(result.stderr or result.stdout).strip()[:400]}")
         deadline = time.monotonic() + self.s.startup_timeout_sec
         while time.monotonic() < deadline:  # a login shell takes a moment to print its prompt
             if (await self.capture()).strip():
