@@ -191,6 +191,26 @@ def test_a_run_teaches_the_next_spares_its_library_imports(tmp_path):
     assert "csv" in names and "tests.test_harness_start" not in names
 
 
+def test_the_runner_runs_the_next_trial_in_the_spare_of_the_previous_one(tmp_path, fresh_spares, monkeypatch):
+    from tests.test_runner_fake_env import DirEnv, fake_agent, make_task
+    from trials.runner import run_trial
+
+    monkeypatch.setenv("RISE_CACHE", str(tmp_path / "cache"))
+    task = make_task(tmp_path / "tasks")
+
+    def trial(name: str):
+        return asyncio.run(run_trial(task, fake_agent(), None, tmp_path / "job" / name, "fake", "job1",
+                                     settings={"mode": "solve"}, env_factory=lambda kind, t, d, j: DirEnv(t, d, j)))
+
+    assert trial("t1__r1").status == "passed"
+    successors = {p.pid for v in fresh_spares.idle.values() for p in v}
+    assert len(successors) == 1
+    assert trial("t1__r2").status == "passed"
+    pid = int((tmp_path / "job" / "t1__r2" / "agent" / "agent.pid").read_text())
+    assert pid in successors
+    assert "trials.launch:" in (tmp_path / "job" / "t1__r2" / "agent" / "stdout.log").read_text()
+
+
 # ------------------------------------------------------------------------------------------- the agent itself
 
 
