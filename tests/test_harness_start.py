@@ -79,6 +79,13 @@ def test_a_launched_module_runs_as_python_m_would(tmp_path):
     assert "printed by the agent" in text and "written to stderr" in text
 
 
+def test_a_large_environment_reaches_the_agent(tmp_path):
+    big = {f"RISE_BIG_{i}": "x" * 60_000 for i in range(5)}  # the job line is more than a default pipe holds
+    starter = launch.AgentLaunch([*AGENT, "env_size", str(tmp_path / "size")], _env(**big))
+    assert _run(starter.start(tmp_path / "a.log")) == 0
+    assert (tmp_path / "size").read_text() == "300000"
+
+
 def test_exit_status_and_a_crash_stay_in_the_agent(tmp_path):
     codes = {}
     for mode in ("exit7", "raise", "abort", "exit_text"):
@@ -221,6 +228,9 @@ def _agent(mode: str, args: list[str]) -> int:
         Path(args[0]).write_text(json.dumps({
             "name": __name__, "argv": sys.argv, "spec": os.environ.get("RISE_TRIAL_SPEC"),
             "stdin": sys.stdin.read(), "cwd": os.getcwd(), "pid": os.getpid(), "pgid": os.getpgrp()}))
+        return 0
+    if mode == "env_size":
+        Path(args[0]).write_text(str(sum(len(v) for k, v in os.environ.items() if k.startswith("RISE_BIG_"))))
         return 0
     if mode == "exit7":
         return 7

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import fcntl
 import hashlib
 import io
 import json
@@ -45,6 +46,8 @@ DEFAULT_MAX_SPARES = 4
 # A successor spare (made when an agent starts, for the next trial) waits this long before its imports, so that
 # they do not compete with that agent's own start for the CPU; a job arriving ends the wait at once.
 SUCCESSOR_DELAY_SEC = 1.0
+# The job line (its environment) is written while a launcher may still be importing: the pipe holds this much.
+JOB_PIPE_BYTES = 1 << 20
 # Not part of the key of a spare: it differs for every trial and is set when the job arrives.
 PER_TRIAL_ENV = ("RISE_TRIAL_SPEC",)
 
@@ -111,38 +114,46 @@ class _Spares:
     def __init__(self) -> None:
         self.idle: dict[tuple, list[subprocess.Popen]] = {}
         self.demand: dict[tuple, int] = {}
+        self.lock = threading.RLock()  # trials may run on several threads' event loops (a threaded executor)
         self._atexit = False
 
     def take(self, key: tuple) -> subprocess.Popen | None:
-        spares = self.idle.get(key, [])
-        while spares:
-            popen = spares.pop(0)
-            if popen.poll() is None:
-                return popen
-            _discard(popen)  # it died while waiting: start afresh
-        return None
+        with self.lock:
+            spares = self.idle.get(key, [])
+            while spares:
+                popen = spares.pop(0)
+                if popen.poll() is None:
+                    return popen
+                _discard(popen)  # it died while waiting: start afresh
+            return None
+
+    def count(self, key: tuple, change: int) -> None:
+        with self.lock:
+            self.demand[key] = max(self.demand.get(key, 0) + change, 0)
 
     def replenish(self, key: tuple, spawn: Any) -> None:
         """Spawn spares of ``key`` up to one per trial of ``key`` under way, within :func:`max_spares` in all
         (the oldest spares of other keys make room)."""
         cap = max_spares()
-        mine = self.idle.setdefault(key, [])
-        while len(mine) < min(self.demand.get(key, 0), cap):
-            if sum(len(v) for v in self.idle.values()) >= cap:
-                others = [k for k, v in self.idle.items() if v and k != key]
-                if not others:
-                    return
-                _discard(self.idle[others[0]].pop(0))
-            mine.append(spawn())
-            if not self._atexit:
-                atexit.register(self.close_all)
-                self._atexit = True
+        with self.lock:
+            mine = self.idle.setdefault(key, [])
+            while len(mine) < min(self.demand.get(key, 0), cap):
+                if sum(len(v) for v in self.idle.values()) >= cap:
+                    others = [k for k, v in self.idle.items() if v and k != key]
+                    if not others:
+                        return
+                    _discard(self.idle[others[0]].pop(0))
+                mine.append(spawn())
+                if not self._atexit:
+                    atexit.register(self.close_all)
+                    self._atexit = True
 
     def close_all(self) -> None:
-        for spares in self.idle.values():
-            for popen in spares:
-                _discard(popen)
-        self.idle.clear()
+        with self.lock:
+            for spares in self.idle.values():
+                for popen in spares:
+                    _discard(popen)
+            self.idle.clear()
 
 
 _SPARES = _Spares()
@@ -166,8 +177,11 @@ def _spawn_launcher(preload: tuple[str, ...], env: dict[str, str], learned: Path
         argv += ["--learned", str(learned)]
     if delay > 0:
         argv += ["--delay", f"{delay:g}"]
-    return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env=env, start_new_session=True)
+    popen = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             env=env, start_new_session=True)
+    with contextlib.suppress(AttributeError, OSError):  # room for the job line while the launcher still imports
+        fcntl.fcntl(popen.stdin.fileno(), fcntl.F_SETPIPE_SZ, JOB_PIPE_BYTES)  # type: ignore[union-attr]
+    return popen
 
 
 def _direct(cmd: list[str], env: dict[str, str], output: Path) -> AgentProcess:
@@ -187,10 +201,14 @@ class AgentLaunch:
         self.preload = tuple(dict.fromkeys(preload))
         self.spare_env = {k: v for k, v in env.items() if k not in PER_TRIAL_ENV}
         digest = hashlib.sha256(json.dumps(self.spare_env, sort_keys=True).encode()).hexdigest()
-        self.key = (sys.executable, os.getcwd(), self.preload, digest)
-        self._counted = self.module is not None and max_spares() > 0
+        try:
+            cwd = os.getcwd()
+        except OSError:  # the folder is gone: no spare can be made for it either
+            cwd = None
+        self.key = (sys.executable, cwd, self.preload, digest)
+        self._counted = self.module is not None and cwd is not None and max_spares() > 0
         if self._counted:
-            _SPARES.demand[self.key] = _SPARES.demand.get(self.key, 0) + 1
+            _SPARES.count(self.key, +1)
             _SPARES.replenish(self.key, self._spawn)
 
     def _spawn(self, delay: float = 0.0) -> subprocess.Popen:
@@ -219,7 +237,7 @@ class AgentLaunch:
     def release(self) -> None:
         if self._counted:
             self._counted = False
-            _SPARES.demand[self.key] = max(_SPARES.demand.get(self.key, 0) - 1, 0)
+            _SPARES.count(self.key, -1)
 
 
 # ------------------------------------------------------------------------------------------ the launcher side

@@ -217,8 +217,9 @@ async def run_trial(task: Any, agent: AgentSpec, endpoint: EndpointSpec | None, 
     })
     t_total = time.monotonic()
     env: Environment | None = None
-    launcher = agent_launch(agent, agent_dir / "trial_spec.json", Path(task.path))
+    launcher: launch.AgentLaunch | None = None
     try:
+        launcher = agent_launch(agent, agent_dir / "trial_spec.json", Path(task.path))
         factory = env_factory or _default_factory
         t0 = time.monotonic()
         try:
@@ -245,7 +246,8 @@ async def run_trial(task: Any, agent: AgentSpec, endpoint: EndpointSpec | None, 
         res.infra_cause, res.infra_message = "runner_error", f"{type(exc).__name__}: {exc}"
         res.traceback = traceback.format_exc()
     finally:
-        launcher.release()
+        if launcher is not None:
+            launcher.release()
         if env is not None:
             t0 = time.monotonic()
             try:
