@@ -154,3 +154,15 @@ def test_a_calls_dollar_limit_stops_it_as_a_limit(workspace: Path, tmp_path: Pat
             run_role(role, {"question": "q"}, workspace, backend(srv, price), transcripts=tmp_path)
         assert srv.remaining > 0  # stopped before the script ran out
     assert info.value.kind == "limit" and info.value.cost > 0
+
+
+def test_the_last_turn_offers_only_the_answer(workspace: Path, tmp_path: Path) -> None:
+    """Within max_turns, the last request carries only final_answer, so a model that keeps reading must answer."""
+    role = get_role("explorer")
+    role = role.model_copy(update={"limits": role.limits.model_copy(update={"max_turns": 3})})
+    with ScriptedServer([call("list_dir", path="."), call("read_file", path="a.txt"), call("final_answer", **GOOD)]) \
+            as srv:
+        result = run_role(role, {"question": "q"}, workspace, backend(srv), transcripts=tmp_path / "tr")
+        offered = [[t["function"]["name"] for t in r["tools"]] for r in srv.requests]
+    assert result.output.model_dump() == GOOD
+    assert "read_file" in offered[0] and "read_file" in offered[1] and offered[2] == ["final_answer"]

@@ -29,26 +29,32 @@ def read_file(ctx: ToolContext,
     if start > max(len(lines), 1):
         raise ToolError(f"{path!r} has {len(lines)} lines; start={start} is past the end")
     body = "\n".join(f"{n}: {lines[n - 1]}" for n in range(start, stop + 1))
-    return f"{path} (lines {start}-{stop} of {len(lines)})\n{body}"
+    more = len(lines) - stop
+    hint = f"\n({more} more line(s) after line {stop}: leave out end to read to the end)" if more > 0 else ""
+    return f"{path} (lines {start}-{stop} of {len(lines)})\n{body}{hint}"
 
 
 @tool(group="read")
 def list_dir(ctx: ToolContext,
              path: Annotated[str, Field(description="folder relative to the workspace; '.' is its root")] = ".",
              ) -> str:
-    """List a folder of the workspace: one entry a line, folders end with '/', files show their size."""
+    """List a folder of the workspace: one entry a line as a path you can pass to the other tools (relative to
+    the workspace), folders end with '/', files show their size."""
     target = ctx.resolve(path)
     if not target.is_dir():
         raise ToolError(f"{path!r} is not a folder")
     entries = sorted(target.iterdir(), key=lambda p: p.name)
+    # workspace-relative names: a small model given bare names reads "result.json" for "trial/result.json"
+    prefix = target.relative_to(ctx.workspace.resolve()).as_posix()
+    prefix = "" if prefix == "." else prefix + "/"
     rows = []
     for p in entries[:MAX_ENTRIES]:
         if p.is_symlink():
-            rows.append(f"{p.name} -> (link)")
+            rows.append(f"{prefix}{p.name} -> (link)")
         elif p.is_dir():
-            rows.append(f"{p.name}/")
+            rows.append(f"{prefix}{p.name}/")
         else:
-            rows.append(f"{p.name} ({p.stat().st_size} bytes)")
+            rows.append(f"{prefix}{p.name} ({p.stat().st_size} bytes)")
     more = f"\n[{len(entries) - MAX_ENTRIES} more entries not shown]" if len(entries) > MAX_ENTRIES else ""
     return "\n".join(rows) + more if rows else "(empty folder)"
 

@@ -152,7 +152,14 @@ def _as_tool(spec: ToolSpec, job: BackendJob) -> Tool[None]:
     async def call(**args: Any) -> str:
         return await invoke(spec, job.ctx, args)
 
-    return Tool.from_schema(call, name=spec.name, description=spec.description, json_schema=spec.json_schema())
+    def offered(ctx: RunContext[None], tool_def: Any) -> Any:
+        # the last request within max_turns offers only the answer: a model that keeps reading (a small one
+        # loops on the same file) is made to answer instead of running out of turns
+        return None if ctx.run_step >= job.role.limits.max_turns else tool_def
+
+    tool = Tool.from_schema(call, name=spec.name, description=spec.description, json_schema=spec.json_schema())
+    tool.prepare = offered
+    return tool
 
 
 def _record_node(transcript: Transcript, node: Any) -> None:

@@ -68,12 +68,32 @@ def tools_prompt(tools: list[dict[str, Any]], *, allow_text: bool) -> str:
     for tool in tools:
         fn = tool.get("function", tool)
         params = fn.get("parameters") or {}
-        args = ", ".join(f"{name}: {spec.get('type', 'object')}" for name, spec in params.get("properties", {}).items())
+        required = set(params.get("required", []))
+        args = ", ".join(_argument(name, spec, name in required)
+                         for name, spec in params.get("properties", {}).items())
         lines.append(f"- {fn['name']}({args}): {fn.get('description', '').strip()}")
     if allow_text:
         lines.append(f'- {TEXT_REPLY}(text: string): answer in plain text instead of calling a tool')
-    lines += ["", "The result of each call comes back in the next message."]
+    lines += ["", "Leave out an optional argument (marked ?) to get its default. The result of each call comes back "
+              "in the next message."]
     return "\n".join(lines)
+
+
+def _type_name(spec: dict[str, Any]) -> str:
+    if "type" in spec:
+        return str(spec["type"])
+    kinds = [str(s.get("type", "object")) for s in spec.get("anyOf", []) if s.get("type") != "null"]
+    return "|".join(kinds) or "object"
+
+
+def _argument(name: str, spec: dict[str, Any], required: bool) -> str:
+    """``path: string`` or ``start?: integer = 1``, with the argument's description when it has one."""
+    text = f"{name}: {_type_name(spec)}" if required else f"{name}?: {_type_name(spec)}"
+    if not required and "default" in spec:
+        text += f" = {json.dumps(spec['default'])}"
+    if spec.get("description"):
+        text += f" ({spec['description']})"
+    return text
 
 
 def rewrite_request(body: dict[str, Any]) -> dict[str, Any] | None:
