@@ -74,8 +74,8 @@ def tools_prompt(tools: list[dict[str, Any]], *, allow_text: bool) -> str:
         lines.append(f"- {fn['name']}({args}): {fn.get('description', '').strip()}")
     if allow_text:
         lines.append(f'- {TEXT_REPLY}(text: string): answer in plain text instead of calling a tool')
-    lines += ["", "Leave out an optional argument (marked ?) to get its default. The result of each call comes back "
-              "in the next message."]
+    lines += ["", ("Leave out an optional argument (marked ?) to get its default. The result of each call comes "
+                   "back in the next message.")]
     return "\n".join(lines)
 
 
