@@ -30,6 +30,11 @@ class StoreError(RuntimeError):
 class Experiment:
     root: Path
 
+    def __post_init__(self) -> None:
+        # absolute: git runs inside the harness repository, where a relative worktree path lands in the wrong
+        # place (runs/demo/harness/runs/demo/worktrees/... when the experiment was opened as runs/demo)
+        self.root = Path(self.root).absolute()
+
     @property
     def config_path(self) -> Path:
         return self.root / "experiment.toml"
