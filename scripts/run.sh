@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
-# Set up (idempotent, cached) and run the main job on the embedded default: the seed harness (Terminus-2 +
-# Mid-Harness, N=1) against the bundled Qwen2.5-Coder-1.5B on CPU, in the local bubblewrap sandbox, over the
-# starter suite, twice per task. Extra arguments go to `rise eval` (e.g. --task hello-file -r 1).
+# The main job on the embedded default: set up (idempotent, cached), serve the bundled Qwen2.5-Coder-1.5B on CPU,
+# and run one round of `rise evolve` on the experiment runs/demo (scripts/demo-experiment.toml): the seed harness
+# (Terminus-2 + Mid-Harness) as v0, its reference corpus on three starter tasks in the local bubblewrap sandbox,
+# then analysis, research, a proposal, the implementer, checks, screening, evaluation and the decision, with
+# the bundled model in every role. Rerunning it resumes where it stopped (nothing finished is redone).
+# Extra arguments go to `rise evolve` (e.g. --rounds 2, --max-hours 3, --no-external-research).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RISE_SETUP_MODELS="${RISE_SETUP_MODELS:-qwen2.5-coder-1.5b}" bash scripts/setup.sh
-exec rise eval --tasks data/starter --agent seed --env local -r 2 --json runs/starter-seed.json "$@"
+if ! python3 -c 'import httpx, sys; sys.exit(httpx.get("http://127.0.0.1:8080/health", timeout=3).status_code != 200)' \
+    2>/dev/null; then
+  # 16384 tokens over 2 slots: 8192 per request, room for the roles' prompts (trials use 4096 of it)
+  rise serve bundled -m qwen2.5-coder-1.5b --port 8080 --ctx 16384 -np 2 --detach
+fi
+[ -d runs/demo ] || rise init demo --config scripts/demo-experiment.toml
+exec rise evolve demo --rounds 1 --resume "$@"
