@@ -153,6 +153,7 @@ class Evolution:
         commit = self.exp.commit_of(incumbent)
         if not self.led.done(f"{commit}:reference"):
             self.budget.check(self.exp, f"the reference corpus of {incumbent}")
+            self.say(f"round {n}: the reference corpus of {incumbent} (development tasks x r)")
             self._controller(ctl.ensure_reference(incumbent))
             ctl.led = self.exp.ledger
         if not started:
@@ -166,13 +167,18 @@ class Evolution:
         pairs = make_pairs(corpus, per_task=self.opt.per_task, total=self.opt.max_pairs)
         if not pairs.flipping:
             return self._end(n, None, f"no flipping tasks in the reference corpus of {incumbent}", "final")
+        self.say(f"round {n}: analysis of {len(pairs.pairs)} success/failure pair(s) of {len(pairs.flipping)} "
+                 f"flipping task(s): {', '.join(sorted(pairs.flipping))}")
         groups, findings = self._analysis(n, incumbent, rdir, len(pairs.pairs))
         selected = self._select(groups)
+        self.say(f"round {n}: {len(findings)} finding(s), {len(groups)} group(s); selected: "
+                 + (", ".join(g.name for g, _ in selected) or "none"))
         if not selected:
             return self._end(n, None, "no group of findings to propose for", "final")
         guard = OverfitGuard(ctl.tasks_dir, ctl.dev_tasks())
         cands = []
         for g, revisit in selected:
+            self.say(f"round {n}: research, then a proposal, for group {g.name!r}")
             research = self._research_unit(n, g, rdir)
             lines = [findings[m] for m in g.members if m in findings]
             made = self._proposal_unit(n, g, lines, research, revisit, pairs.at_risk, guard, ctl, incumbent_dir,
@@ -180,6 +186,7 @@ class Evolution:
             if made is None:
                 continue
             slug, spec = made
+            self.say(f"round {n}: the implementer builds {slug!r} on cand/{rkey}-{slug}")
             self.specs[f"{rkey}-{slug}"] = spec
             branch = self._implementation_unit(n, slug, spec, guard, incumbent, incumbent_dir, rdir)
             if branch:
@@ -188,6 +195,7 @@ class Evolution:
             return self._end(n, None, "no candidate was implemented (see the proposal and implementation "
                                       "events)")
         self.budget.check(self.exp, f"round {n}: checks, screening and evaluation")
+        self.say(f"round {n}: checks, screening, evaluation and decision for {', '.join(c.slug for c in cands)}")
         ctl.led = self.exp.ledger  # the controller's view must include this round's events so far
         report = self._controller(ctl.round(n, cands, resume=True))
         if report.blocked:

@@ -41,7 +41,7 @@ from .executors.config import ExecutorConfig
 from .executors.delivery import clear_incoming
 from .harness_api import CostLedger
 from .metrics import GridMetrics, compute_metrics, grid_from_results
-from .progress import GridProgress
+from .progress import GridProgress, Tally, outcome_text
 from .results import FormatError, JobConfig, JobResult, TrialResult, TrialSummary
 from .runner import EnvFactory
 
@@ -232,34 +232,6 @@ def executor_for(executor: ExecutorConfig | Executor | None, concurrency: int) -
     return executor if isinstance(executor, Executor) else make_executor(executor, concurrency)
 
 
-class _Tally:
-    def __init__(self) -> None:
-        self.passed = self.failed = self.infra = 0
-
-    def add(self, res: TrialResult) -> None:
-        if res.status == "passed":
-            self.passed += 1
-        elif res.status == "failed":
-            self.failed += 1
-        else:
-            self.infra += 1
-
-    def text(self) -> str:
-        return f"[green]pass {self.passed}[/] [red]fail {self.failed}[/] [yellow]⊥ {self.infra}[/]"
-
-    def plain(self) -> str:
-        return f"pass {self.passed} fail {self.failed} ⊥ {self.infra}"
-
-
-def _outcome(res: TrialResult) -> str:
-    """``passed``, ``failed (task_failure)``, ``⊥ (model_unreachable)``: one trial's outcome for a log line."""
-    if res.status == "passed":
-        return "passed"
-    if res.status == "failed":
-        return f"failed ({res.failure_class})" if res.failure_class else "failed"
-    return f"⊥ ({res.infra_cause})" if res.infra_cause else "⊥"
-
-
 async def run_job(config: JobConfig, job_dir: Path, resume: bool = False, force_config: bool = False, *,
                   progress: bool = True, env_factory: EnvFactory | None = None, tasks: list[Any] | None = None,
                   console: Console | None = None, executor: ExecutorConfig | Executor | None = None
@@ -282,7 +254,7 @@ async def run_job(config: JobConfig, job_dir: Path, resume: bool = False, force_
         if missing:
             raise JobError(f"tasks not found in {config.tasks_dir}: {', '.join(missing)}")
 
-        scan, tally = scan_cells(config, job_dir), _Tally()
+        scan, tally = scan_cells(config, job_dir), Tally()
         for res in scan.finished.values():
             tally.add(res)
         for tdir in scan.folders_to_move(job_dir):
@@ -305,7 +277,7 @@ async def run_job(config: JobConfig, job_dir: Path, resume: bool = False, force_
                 shown.started_trial(trial_name(t, k))
                 res = await run_cell(runner, call, pool=pool, reruns=reruns)
             tally.add(res)
-            shown.finished_trial(trial_name(t, k), _outcome(res), tally.text(), tally.plain())
+            shown.finished_trial(trial_name(t, k), outcome_text(res), tally.text(), tally.plain())
 
         async with opened(runner):
             await runner.reap(config.env_kind, config.job_id)

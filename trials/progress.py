@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import (
@@ -22,6 +22,9 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+
+if TYPE_CHECKING:
+    from .results import TrialResult
 
 HEARTBEAT_SEC = 60.0
 
@@ -92,3 +95,33 @@ class GridProgress:
         else:
             self._line(f"{self.done}/{self.total} {name}: {status} in {_clock(time.monotonic() - t0)} | "
                        f"{plain_stats} | elapsed {_clock(time.monotonic() - self.started)}")
+
+
+class Tally:
+    """Passed, failed and ⊥ trials of a grid so far, for progress lines."""
+
+    def __init__(self) -> None:
+        self.passed = self.failed = self.infra = 0
+
+    def add(self, res: TrialResult) -> None:
+        if res.status == "passed":
+            self.passed += 1
+        elif res.status == "failed":
+            self.failed += 1
+        else:
+            self.infra += 1
+
+    def text(self) -> str:
+        return f"[green]pass {self.passed}[/] [red]fail {self.failed}[/] [yellow]⊥ {self.infra}[/]"
+
+    def plain(self) -> str:
+        return f"pass {self.passed} fail {self.failed} ⊥ {self.infra}"
+
+
+def outcome_text(res: TrialResult) -> str:
+    """``passed``, ``failed (task_failure)``, ``⊥ (model_unreachable)``: one trial's outcome for a log line."""
+    if res.status == "passed":
+        return "passed"
+    if res.status == "failed":
+        return f"failed ({res.failure_class})" if res.failure_class else "failed"
+    return f"⊥ ({res.infra_cause})" if res.infra_cause else "⊥"

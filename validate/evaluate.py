@@ -36,9 +36,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
 from monitor.store import TrialTrace
 from trials.agents import AgentSpec
 from trials.endpoints.pool import EndpointPool
@@ -59,6 +56,7 @@ from trials.job import (
     trial_name,
 )
 from trials.metrics import Grid, GridMetrics, compute_metrics, grid_from_results
+from trials.progress import GridProgress, Tally, outcome_text
 from trials.results import JobConfig, TrialResult
 from trials.runner import EnvFactory
 
@@ -226,11 +224,14 @@ async def run_grid(plan: GridPlan, book: TrialBook, *, stop: Callable[[Grid], bo
         ran = 0
         runner = executor_for(plan.executor, config.concurrency)
         pool = EndpointPool.of(config.endpoint, plan.executor.replicas if plan.executor else [])
-        bar = Progress(TextColumn(f"[bold]{plan.purpose}[/] {{task.description}}"), BarColumn(),
-                       MofNCompleteColumn(), TimeElapsedColumn(), console=Console(stderr=True),
-                       disable=not progress, transient=False)
+        tally = Tally()
+        for res in results.values():
+            tally.add(res)
+        # plain lines (one per trial, a heartbeat a minute) when stderr is not a terminal: an overnight log
+        shown = GridProgress(f"{plan.purpose} {job_dir.name}", total=len(cells(config)),
+                             done=len(cells(config)) - len(todo), enabled=progress)
 
-        async def one(t: str, k: int, bar_id: Any) -> None:
+        async def one(t: str, k: int) -> None:
             nonlocal stopped, ran
             async with runner.slot():
                 if stopped:
@@ -240,21 +241,21 @@ async def run_grid(plan: GridPlan, book: TrialBook, *, stop: Callable[[Grid], bo
                     move_aside(tdir)  # kills an agent a killed run orphaned, keeps the evidence
                 call = TrialCall(by_name[t], config.agent, config.endpoint, tdir, config.env_kind, config.job_id,
                                  config.settings, config.verifier_endpoint, repetition=k, env_factory=env_factory)
+                shown.started_trial(tdir.name)
                 res = await run_cell(runner, call, pool=pool,
                                      reruns=plan.executor.node_lost_reruns if plan.executor else 1)
                 ran += 1
                 results[(t, k)] = res
                 book.record(res, tdir)
-                bar.update(bar_id, advance=1)
+                tally.add(res)
+                shown.finished_trial(tdir.name, outcome_text(res), tally.text(), tally.plain())
                 kill_point(f"{plan.purpose}:trial")
                 if stop is not None and not stopped and stop(_outcome(plan, config, results, False, 0).grid):
                     stopped = True
 
         async with opened(runner):
             await runner.reap(config.env_kind, config.job_id)
-            with bar:
-                bar_id = bar.add_task(job_dir.name, total=len(cells(config)),
-                                      completed=len(cells(config)) - len(todo))
+            with shown.shown(tally.text()):
                 for attempt in range(infra_retries + 1):
                     if not todo or stopped:
                         break
@@ -262,7 +263,7 @@ async def run_grid(plan: GridPlan, book: TrialBook, *, stop: Callable[[Grid], bo
                         log.warning("%s: rerunning %d ⊥ cell(s) (retry %d)", job_dir, len(todo), attempt)
                     async with asyncio.TaskGroup() as group:
                         for t, k in todo:
-                            group.create_task(one(t, k, bar_id))
+                            group.create_task(one(t, k))
                     todo = [(t, k) for t, k in todo if (t, k) in results and results[(t, k)].is_infra]
         clear_incoming(job_dir)
 
