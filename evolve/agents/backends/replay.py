@@ -66,6 +66,8 @@ class ReplayBackend:
                                         tool_calls=_recorded_tool_calls(recording))
         if record:  # resolve "auto" now: its probe must not land in the recording
             spec = spec.model_copy(update={"tool_calls": resolve_tool_calls(spec.tool_calls, spec.base_url)})
+        else:  # a replay sends what the recording holds, whatever the endpoint says (and never probes it)
+            spec = spec.model_copy(update={"tool_calls": _recorded_tool_calls(recording)})
         self.price = spec.price
         self._inner = OpenAIBackend(spec, settings=settings, max_retries=0)  # a miss must not be retried
         self._vcr = vcr.VCR(record_mode="all" if record else "none", match_on=("method", "path", "json_body"),
