@@ -109,3 +109,19 @@ def test_registry_schemas_and_a_new_tool(ctx: ToolContext) -> None:
     assert use(ctx, "shout_test", word="") == "error: empty word"
     with pytest.raises(ValueError, match="already registered"):
         tool(name="shout_test")(lambda ctx, word: word)
+
+
+def test_trial_tools_find_a_bare_trial_name_in_the_trials_folder(tmp_path: Path) -> None:
+    """Prompts and evidence name runs by folder name; the corpus lies deeper in the workspace (the 1.5B called
+    digest('hello-file__r2') nine times against versions/v0/reference/hello-file__r2 and got 'no such file')."""
+    ws = tmp_path / "ws"
+    shutil.copytree(TRIAL, ws / "versions" / "v0" / "reference" / "greet__r1")
+    (tmp_path / "greet__r9").mkdir()
+    ctx = ToolContext(workspace=ws, limits=Limits(tool_output_chars=10**6),
+                      transcript=Transcript(tmp_path / "t.jsonl", "t"), extra={"trials_dir": "versions/v0/reference"})
+    assert '"episode": 0' in use(ctx, "trajectory_step", trial="greet__r1", episode=0)
+    assert use(ctx, "spans", trial="greet__r1") == use(ctx, "spans", trial="versions/v0/reference/greet__r1")
+    assert "no such trial: 'nope'" in use(ctx, "trajectory_step", trial="nope", episode=0)
+    assert "outside the workspace" in use(ctx, "spans", trial="../../greet__r9")  # still confined
+    bare = ToolContext(workspace=ws, limits=Limits(), transcript=Transcript(tmp_path / "u.jsonl", "u"))
+    assert "no such file or folder" in use(bare, "trajectory_step", trial="greet__r1", episode=0)

@@ -50,6 +50,24 @@ class ToolContext:
         """``path`` (relative to the workspace, or absolute inside it) after symlinks; refused if outside."""
         return confine(self.workspace, path, must_exist=must_exist)
 
+    def resolve_trial(self, trial: str) -> Path:
+        """A trial folder: ``trial`` relative to the workspace, else (a bare trial name, as prompts and evidence
+        references name runs) inside the folder of trials the caller set as ``extra["trials_dir"]``."""
+        try:
+            return self.resolve(trial)
+        except ToolRefused:
+            raise
+        except ToolError:
+            trials_dir = self.extra.get("trials_dir")
+            if not trials_dir:
+                raise
+            try:
+                return self.resolve(Path(trials_dir) / trial)
+            except ToolRefused:
+                raise
+            except ToolError:
+                raise ToolError(f"no such trial: {trial!r} (neither in the workspace nor in {trials_dir})") from None
+
 
 def confine(workspace: Path, path: str | Path, *, must_exist: bool = True) -> Path:
     """Resolve ``path`` inside ``workspace`` following every symlink; :class:`ToolRefused` when it leaves it."""

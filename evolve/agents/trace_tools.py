@@ -14,7 +14,7 @@ MAX_SPANS = 80
 
 
 def _trial_file(ctx: ToolContext, trial: str, name: str) -> Path:
-    folder = ctx.resolve(trial)
+    folder = ctx.resolve_trial(trial)
     for candidate in (folder / "agent" / name, folder / name):
         if candidate.is_file():
             ctx.resolve(candidate)  # the file itself may be a link pointing out
@@ -49,7 +49,7 @@ def spans(ctx: ToolContext,
     from handbook.lookup import read_spans, spans_of_behaviour
 
     _trial_file(ctx, trial, "spans.jsonl")
-    folder = ctx.resolve(trial)
+    folder = ctx.resolve_trial(trial)
     if behaviour is not None:
         try:
             found = spans_of_behaviour(_handbook(ctx), folder, behaviour, episode)

@@ -133,9 +133,13 @@ class Analysis:
             backend = self.backends(role.name, call if self.evidence else f"noevidence-{call}")
         else:
             backend = self.backends
+        # prompts and evidence name runs by their folder name: the trial tools find them in the corpus
+        trials_dir = getattr(self, "_trials_dir", None)
+        extra = {"digest_mode": "full" if self.evidence else "trajectory"}
+        if trials_dir is not None and trials_dir.is_relative_to(workspace):
+            extra["trials_dir"] = trials_dir.relative_to(workspace).as_posix()
         return run_role(role, inputs, workspace, backend, transcripts=self.out / "transcripts",
-                        budget=self.budget, harness=harness,
-                        extra={"digest_mode": "full" if self.evidence else "trajectory"})
+                        budget=self.budget, harness=harness, extra=extra)
 
     def _append(self, event: Any) -> None:
         self.led.append(event)
@@ -232,6 +236,7 @@ class Analysis:
         pairs = make_pairs(self.corpus, per_task=self.per_task, total=self.max_pairs)
         self.out.mkdir(parents=True, exist_ok=True)
         ws, corpus, harness = self._workspace(pairs)
+        self._trials_dir = corpus
         findings = [f for i, p in enumerate(pairs.pairs) if (f := self._finding(i, p, ws, corpus, harness))]
         groups: list[Group] = []
         if findings:

@@ -25,7 +25,7 @@ HERE = Path(__file__).parent
 def digest_tool(ctx: ToolContext,
                 trial: Annotated[str, Field(description="trial folder relative to the workspace")]) -> str:
     """Detector hits of one trial in episode order: parse errors, unexecuted keystrokes, early claims, loops..."""
-    folder = ctx.resolve(trial)
+    folder = ctx.resolve_trial(trial)
     mode = ctx.extra.get("digest_mode", "full")
     try:
         d = digest(folder, mode)
