@@ -62,7 +62,9 @@ def check_ref(ref: EvidenceRef, traces: dict[str, TraceIndex]) -> str | None:
     if ref.span:
         key = ref.span.lower().removeprefix("0x").rjust(16, "0")
         if key not in idx.spans:
-            return f"{ref.label()}: {ref.trial} has no span {ref.span}"
+            owners = sorted(t for t, other in traces.items() if key in other.spans)
+            where = f"; it is a span of {owners[0]}: cite it with trial {owners[0]!r}" if owners else ""
+            return f"{ref.label()}: {ref.trial} has no span {ref.span}{where}"
         if ref.episode is not None and idx.spans[key] not in (None, ref.episode):
             return f"{ref.label()}: span {ref.span} belongs to episode {idx.spans[key]}, not {ref.episode}"
     return None
