@@ -45,7 +45,7 @@ def test_evidence_refs_are_checked_against_the_trace(tmp_path):
     # a span of the other run cited under this one (what the bundled 1.5B did): the reason names its run
     other = next(iter(traces["a__r1"].spans))
     swapped = FindingAnswer.model_validate(finding_answer("a__r1", "a__r2", 0, span=other))
-    assert any(f"it is a span of a__r1: cite it with trial 'a__r1'" in p for p in check_finding(swapped, traces))
+    assert any("it is a span of a__r1: cite it with trial 'a__r1'" in p for p in check_finding(swapped, traces))
     unknown = FindingAnswer.model_validate(finding_answer("a__r1", "a__r2", 0, behaviour="no.such"))
     assert check_finding(unknown, traces, {"completion.handshake"}) == ["behaviour 'no.such' is not in the Handbook"]
 
