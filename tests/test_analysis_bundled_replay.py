@@ -1,0 +1,105 @@
+"""The analysis of a real reference corpus by the real bundled model, replayed in CI without a model.
+
+The corpus (``tests/data/analysis/trials/bundled-1.5b``) is the v0 reference corpus of ``scripts/run.sh``'s
+experiment: the seed on the bundled Qwen2.5-Coder-1.5B, three starter tasks × r = 2 in the local sandbox
+(hello-file flipped; redacted with ``redact.py``). The recordings (``tests/data/analysis/recordings/bundled-1.5b``)
+are that experiment's ``rise analyze demo --backend replay --record --recording DIR`` against the bundled
+llama.cpp server, the 1.5B in every role (analyst, grouper, reviewer). Replaying asserts what the platform does
+with them: every role call's request matches the recording (same prompts, same tool results over the same files),
+the same findings, groups and ranking come out, and the ledger holds them; never what a 1.5B model "should" say.
+Re-record after changing the analysis roles, their tools or the seed's Handbook (a replay miss says so)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+DATA = Path(__file__).parent / "data" / "analysis"
+CORPUS = DATA / "trials" / "bundled-1.5b"
+RECORDINGS = DATA / "recordings" / "bundled-1.5b"
+EXPECTED = RECORDINGS / "expected.json"
+STARTER = Path(__file__).resolve().parent.parent / "data" / "starter"
+
+
+def make_demo(tmp_path: Path, base_url: str = "http://127.0.0.1:9/v1"):
+    """The demo experiment as scripts/run.sh makes it, with the stored corpus as v0's reference corpus."""
+    from evolve.experiment import ExperimentConfig
+    from evolve.store import init_experiment
+
+    cfg = ExperimentConfig.model_validate({
+        "name": "demo", "r": 2, "concurrency": 1, "env": "local",
+        "endpoint": {"base_url": base_url, "model": "qwen2.5-coder-1.5b", "max_output_tokens": 1024},
+        "tasks": {"dir": str(STARTER), "development": ["hello-file", "write-json", "count-lines"]},
+    })
+    exp = init_experiment("demo", cfg, runs_dir=tmp_path)
+    shutil.copytree(CORPUS, exp.root / "versions" / "v0" / "reference")
+    return exp
+
+
+def analyze(exp, *args: str, recordings: Path = RECORDINGS, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "evolve.cli", "analyze", str(exp.root), "--backend", "replay",
+                           "--recording", str(recordings), *args], check=False, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def record(base_url: str, work: Path) -> None:
+    """Make the recordings and expected.json again against a running bundled server (not a test: run
+    ``python tests/test_analysis_bundled_replay.py [BASE_URL]`` with the 1.5B served, e.g. by scripts/run.sh)."""
+    exp = make_demo(work, base_url)
+    fresh = work / "recordings"
+    out = analyze(exp, "--record", recordings=fresh, timeout=7200)
+    if out.returncode != 0:
+        raise SystemExit(f"rise analyze failed:\n{out.stderr}")
+    events = [json.loads(line) for line in (exp.root / "ledger.jsonl").read_text().splitlines()]
+    result = json.loads((exp.root / "rounds" / "r01" / "analysis" / "analysis.json").read_text())
+    lines = [re.sub(r"^v\d+ \([0-9a-f]+\): ", "", ln.strip())  # the commit differs in every experiment
+             for ln in out.stdout.splitlines() if ln.strip() and not ln.startswith("records:")]
+    expected = {"note": f"rise analyze on the bundled model, recorded {__import__('datetime').date.today()}",
+                "kinds": [e["kind"] for e in events if ":analysis" in e["key"]],
+                "groups": [g["name"] for g in result["groups"]], "findings": len(result["findings"]),
+                "calls": len(list((exp.root / "rounds" / "r01" / "analysis" / "transcripts").glob("*.jsonl"))),
+                "stdout_lines": [ln for ln in lines if "$" not in ln and " s" not in ln[-4:]]}
+    shutil.rmtree(RECORDINGS, ignore_errors=True)
+    shutil.copytree(fresh, RECORDINGS)
+    EXPECTED.write_text(json.dumps(expected, indent=1) + "\n")
+    print(out.stdout)
+
+
+def test_the_real_analysis_replays_to_the_recorded_findings_and_groups(tmp_path: Path) -> None:
+    expected = json.loads(EXPECTED.read_text())
+    exp = make_demo(tmp_path)
+    out = analyze(exp)
+    assert out.returncode == 0, out.stderr[-3000:]
+    events = [json.loads(line) for line in (exp.root / "ledger.jsonl").read_text().splitlines()]
+    kinds = [e["kind"] for e in events if ":analysis" in e["key"]]
+    assert kinds == expected["kinds"]
+    result = json.loads((exp.root / "rounds" / "r01" / "analysis" / "analysis.json").read_text())
+    assert [g["name"] for g in result["groups"]] == expected["groups"]
+    assert len(result["findings"]) == expected["findings"]
+    for line in expected["stdout_lines"]:
+        assert line in out.stdout
+    # every role call left a transcript that ended, and the recordings were all used (no extra, no missing call)
+    transcripts = sorted((exp.root / "rounds" / "r01" / "analysis" / "transcripts").glob("*.jsonl"))
+    assert len(transcripts) == expected["calls"]
+
+
+def test_a_changed_corpus_is_a_replay_miss_not_an_invented_answer(tmp_path: Path) -> None:
+    exp = make_demo(tmp_path)
+    trajectory = exp.root / "versions" / "v0" / "reference" / "hello-file__r1" / "agent" / "trajectory.json"
+    trajectory.write_text(trajectory.read_text().replace("hello", "HELLO"))
+    out = analyze(exp)
+    # the pair's call fails by name (the analysis goes on with the other pairs, as for any failed role call)
+    assert out.returncode == 0, out.stderr
+    assert "failed: pair hello-file:2:1: role analyst: replay_miss" in out.stdout
+    assert "not in the recording" in out.stdout and "0 valid finding(s)" in out.stdout
+
+
+if __name__ == "__main__":
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        record(sys.argv[1] if len(sys.argv) > 1 else "http://127.0.0.1:8080/v1", Path(tmp))
