@@ -103,3 +103,16 @@ if __name__ == "__main__":
 
     with tempfile.TemporaryDirectory() as tmp:
         record(sys.argv[1] if len(sys.argv) > 1 else "http://127.0.0.1:8080/v1", Path(tmp))
+
+
+def test_rise_analyze_during_an_open_round_writes_into_that_round(tmp_path: Path) -> None:
+    """scripts/run.sh killed during analysis, then `rise analyze`: its records belong to the open round r01 (they
+    went to r02 before, and the round's summary showed no role call)."""
+    from evolve.ledger import RoundStart
+
+    exp = make_demo(tmp_path)
+    exp.ledger.append(RoundStart(key="r01:start", round=1, incumbent="v0"))
+    out = analyze(exp)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert (exp.root / "rounds" / "r01" / "analysis" / "analysis.json").is_file()
+    assert not (exp.root / "rounds" / "r02").exists()

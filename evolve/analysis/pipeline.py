@@ -88,9 +88,13 @@ class Analysis:
         self.handbook = self._handbook()
 
     def _round_dir(self) -> Path:
-        rounds = [e.round for e in self.led.events if e.kind == "round_start"]
+        """The open round's folder (started, not ended: the analysis is that round's), else the next round's."""
+        started = {e.round for e in self.led.events if e.kind == "round_start"}
+        ended = {e.round for e in self.led.events if e.kind == "round_end"}
+        open_rounds = sorted(started - ended)
+        n = open_rounds[0] if open_rounds else max(started, default=0) + 1
         name = "analysis" if self.evidence else "analysis-no-harness-evidence"
-        return self.exp.root / "rounds" / f"r{max(rounds, default=0) + 1:02d}" / name
+        return self.exp.root / "rounds" / f"r{n:02d}" / name
 
     def _handbook(self) -> Handbook | None:
         try:
