@@ -10,8 +10,8 @@ cd "$(dirname "$0")/.."
 RISE_SETUP_MODELS="${RISE_SETUP_MODELS:-qwen2.5-coder-1.5b}" bash scripts/setup.sh
 if ! python3 -c 'import httpx, sys; sys.exit(httpx.get("http://127.0.0.1:8080/health", timeout=3).status_code != 200)' \
     2>/dev/null; then
-  # 16384 tokens over 2 slots: 8192 per request, room for the roles' prompts (trials use 4096 of it)
-  rise serve bundled -m qwen2.5-coder-1.5b --port 8080 --ctx 16384 -np 2 --detach
+  # 32768 tokens over 2 slots: 16384 per request, room for the roles' conversations (a researcher call passed 8192)
+  rise serve bundled -m qwen2.5-coder-1.5b --port 8080 --ctx 32768 -np 2 --detach
 fi
 [ -d runs/demo ] || rise init demo --config scripts/demo-experiment.toml
 exec rise evolve demo --rounds 1 --resume "$@"
