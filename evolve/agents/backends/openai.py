@@ -56,10 +56,13 @@ class OpenAIBackend:
         self.settings = {"temperature": 0.0, "seed": 0, **endpoint.sampling, **(settings or {})}
         self.max_retries = max_retries
         self.http_client = http_client
+        self._tool_calls: str | None = None
 
     def _client(self) -> AsyncOpenAI:
         http_client = self.http_client
-        if http_client is None and resolve_tool_calls(self.endpoint.tool_calls, self.endpoint.base_url) == "schema":
+        if self._tool_calls is None:  # asked once per backend (auto probes the server)
+            self._tool_calls = resolve_tool_calls(self.endpoint.tool_calls, self.endpoint.base_url)
+        if http_client is None and self._tool_calls == "schema":
             http_client = SchemaToolClient(timeout=self.endpoint.timeout_sec)
         return AsyncOpenAI(base_url=self.endpoint.base_url, api_key=self.endpoint.api_key() or "EMPTY",
                              max_retries=self.max_retries, timeout=self.endpoint.timeout_sec,

@@ -181,21 +181,17 @@ class SchemaToolClient(httpx.AsyncClient):
                               extensions=response.extensions)
 
 
-_PROBED: dict[str, bool] = {}
-
-
 def is_llama_cpp(base_url: str, timeout: float = 5.0) -> bool:
     """Whether ``base_url`` is served by llama.cpp's server (it alone answers ``GET /props`` with its generation
-    settings); asked once per URL and process. An unreachable server counts as not llama.cpp: the role call
-    that follows reports the connection error itself."""
+    settings). An unreachable server counts as not llama.cpp: the role call that follows reports the connection
+    error itself. Not cached here: a backend asks once and keeps the answer (a port may serve something else
+    later)."""
     root = base_url.rstrip("/").removesuffix("/v1")
-    if root not in _PROBED:
-        try:
-            response = httpx.get(f"{root}/props", timeout=timeout)
-            _PROBED[root] = response.status_code == 200 and "default_generation_settings" in response.json()
-        except (httpx.HTTPError, ValueError):
-            return False  # not cached: the server may be starting
-    return _PROBED[root]
+    try:
+        response = httpx.get(f"{root}/props", timeout=timeout)
+        return response.status_code == 200 and "default_generation_settings" in response.json()
+    except (httpx.HTTPError, ValueError):
+        return False
 
 
 def resolve_tool_calls(mode: str, base_url: str) -> Literal["native", "schema"]:
