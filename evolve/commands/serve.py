@@ -50,6 +50,13 @@ def _run(server: ServerProcess, detach: bool) -> None:
     def progress(msg: str) -> None:
         console.print(f"[dim]·[/dim] {escape(msg)}")
 
+    def on_term(signum: int, frame: object) -> None:  # a `kill` of the CLI stops the server too
+        raise KeyboardInterrupt
+
+    if not detach:
+        # before the start: the state file says "healthy" inside start(), and a kill from then on must stop the
+        # server like Ctrl-C does (the default action killed the CLI and left the server running)
+        signal.signal(signal.SIGTERM, on_term)
     try:
         spec = server.start(progress=progress, detach=detach)
     except ServerStartError as exc:
@@ -57,20 +64,18 @@ def _run(server: ServerProcess, detach: bool) -> None:
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
         server.stop()
+        if server.spec is not None:  # it was up: an ordinary stop
+            console.print(f"{server.name} stopped")
+            return
         console.print("[yellow]interrupted; server stopped[/yellow]")
         raise typer.Exit(130) from None
-    console.print(dumps_spec(spec), markup=False)
-    if detach:
-        console.print(f"[green]{server.name}[/green] running in the background (pid {server.pid}); "
-                      f"stop it with: rise serve stop {server.name}")
-        return
-    console.print(f"[green]{server.name}[/green] serving; Ctrl-C stops it")
-
-    def on_term(signum: int, frame: object) -> None:  # a `kill` of the CLI stops the server too
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, on_term)
     try:
+        console.print(dumps_spec(spec), markup=False)
+        if detach:
+            console.print(f"[green]{server.name}[/green] running in the background (pid {server.pid}); "
+                          f"stop it with: rise serve stop {server.name}")
+            return
+        console.print(f"[green]{server.name}[/green] serving; Ctrl-C stops it")
         code = server.wait()
     except KeyboardInterrupt:
         console.print("stopping…")
