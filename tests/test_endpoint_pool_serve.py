@@ -28,7 +28,11 @@ port = args[args.index("--port") + 1]
 name = args[args.index("--served-model-name") + 1] if "--served-model-name" in args else args[0]
 with open(os.path.join({record!r}, "gpu-" + port), "w") as fh:
     fh.write(os.environ.get("CUDA_VISIBLE_DEVICES", "unset"))
-os.execv(sys.executable, [sys.executable, "-m", "trials.endpoints.scripted", "--port", port, "--model", name])
+# in this process, not exec'd: the command line must still read "python .../vllm serve ..." so that
+# `rise serve stop` recognises its server (an exec'd stand-in was left running: the pid check said not ours)
+import runpy
+sys.argv = ["scripted", "--port", port, "--model", name]
+runpy.run_module("trials.endpoints.scripted", run_name="__main__")
 """
 
 
