@@ -78,6 +78,7 @@ class Analysis:
         self.prefix = f"{self.commit}:analysis" + ("" if harness_evidence else "-noevidence")
         self.out = Path(out_dir) if out_dir else self._round_dir()
         self.per_task, self.max_pairs = per_task, max_pairs
+        self._trials_dir: Path | None = None  # where the pairs' runs lie in the workspace (set by run())
         self.budget = Budget.from_transcripts(self.out / "transcripts", max_usd)  # a resumed run counts all
 
         def configured(role: Role) -> Role:
@@ -138,10 +139,9 @@ class Analysis:
         else:
             backend = self.backends
         # prompts and evidence name runs by their folder name: the trial tools find them in the corpus
-        trials_dir = getattr(self, "_trials_dir", None)
         extra = {"digest_mode": "full" if self.evidence else "trajectory"}
-        if trials_dir is not None and trials_dir.is_relative_to(workspace):
-            extra["trials_dir"] = trials_dir.relative_to(workspace).as_posix()
+        if self._trials_dir is not None and self._trials_dir.is_relative_to(workspace):
+            extra["trials_dir"] = self._trials_dir.relative_to(workspace).as_posix()
         return run_role(role, inputs, workspace, backend, transcripts=self.out / "transcripts",
                         budget=self.budget, harness=harness, extra=extra)
 

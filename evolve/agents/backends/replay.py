@@ -62,8 +62,7 @@ class ReplayBackend:
         if not record and not recording.is_file():
             raise FileNotFoundError(f"{recording}: no such recording (make one with record=True)")
         self.recording, self.record = recording, record
-        spec = endpoint or EndpointSpec(base_url=REPLAY_BASE_URL, model=model or _recorded_model(recording),
-                                        tool_calls=_recorded_tool_calls(recording))
+        spec = endpoint or EndpointSpec(base_url=REPLAY_BASE_URL, model=model or _recorded_model(recording))
         if record:  # resolve "auto" now: its probe must not land in the recording
             spec = spec.model_copy(update={"tool_calls": resolve_tool_calls(spec.tool_calls, spec.base_url)})
         else:  # a replay sends what the recording holds, whatever the endpoint says (and never probes it)

@@ -22,6 +22,8 @@ from typing import Any, Literal
 
 import httpx
 
+from trials.endpoints.client import server_root
+
 TEXT_REPLY = "reply"  # the extra choice when the request lets the model answer in text (tool_choice "auto")
 SCHEMA_NAME = "tool_call"  # the response format's name: a recording made through this client is known by it
 
@@ -186,9 +188,8 @@ def is_llama_cpp(base_url: str, timeout: float = 5.0) -> bool:
     settings). An unreachable server counts as not llama.cpp: the role call that follows reports the connection
     error itself. Not cached here: a backend asks once and keeps the answer (a port may serve something else
     later)."""
-    root = base_url.rstrip("/").removesuffix("/v1")
     try:
-        response = httpx.get(f"{root}/props", timeout=timeout)
+        response = httpx.get(f"{server_root(base_url)}/props", timeout=timeout)
         return response.status_code == 200 and "default_generation_settings" in response.json()
     except (httpx.HTTPError, ValueError):
         return False
