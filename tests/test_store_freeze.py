@@ -94,7 +94,9 @@ def test_edited_frozen_cache_is_refused_at_run_time(tmp_path, seed, monkeypatch)
     assert res.exit_code == 1 and "main.py" in res.output and "refusing to run it" in res.output
     assert not (tmp_path / "job").exists()
     # an added module is refused too, and a clean re-extraction runs again
-    main.write_bytes(exp.repo.commit("v0").tree["main.py"].data_stream.read())
+    # keep the Repo alive while its blob is read: a Repo collected mid-read closes its cat-file pipe
+    repo = exp.repo
+    main.write_bytes(repo.commit("v0").tree["main.py"].data_stream.read())
     assert resolve_agent(str(out)).harness_dir == agent.harness_dir
     (main.parent / "sitecustomize.py").write_text("import os\n")
     with pytest.raises(ValueError, match=r"sitecustomize\.py \(not in the manifest\)"):
