@@ -11,6 +11,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from trials.validation import error_message, field_path
+
 DEFAULT_CORPUS = Path(__file__).with_name("corpus.toml")
 CORPUS_SCHEMA_VERSION = 1
 
@@ -128,20 +130,8 @@ class Corpus(BaseModel):
 
 
 def _where(loc: tuple, data: dict) -> str:
-    """``sources[2] (name=harbor).requirement`` from a pydantic error location."""
-    parts: list[str] = []
-    for i, item in enumerate(loc):
-        if isinstance(item, int):
-            parts[-1] += f"[{item}]"
-            if loc[i - 1] == "sources" and item < len(data.get("sources", [])):
-                name = data["sources"][item].get("name") if isinstance(data["sources"][item], dict) else None
-                if name:
-                    parts[-1] += f" ({name})"
-        elif item in ("git", "dist", "local"):  # the discriminator tag pydantic inserts
-            continue
-        else:
-            parts.append(str(item))
-    return ".".join(parts)
+    """``sources[2] (harbor).requirement`` from a pydantic error location (the one formatter's path)."""
+    return field_path([p for p in loc if p not in ("git", "dist", "local")], data)  # drop discriminator tags
 
 
 def parse_corpus(text: str, file: str) -> Corpus:
@@ -153,7 +143,7 @@ def parse_corpus(text: str, file: str) -> Corpus:
     try:
         corpus = Corpus.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(f"{_where(e['loc'], data)}: {e['msg']}" for e in exc.errors())
+        problems = "; ".join(f"{_where(e['loc'], data)}: {error_message(e)}" for e in exc.errors())
         raise ResearchError(file, problems) from None
     if corpus.version != CORPUS_SCHEMA_VERSION:
         raise ResearchError(file, f"version: {corpus.version} is not supported (want {CORPUS_SCHEMA_VERSION})")

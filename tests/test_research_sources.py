@@ -54,7 +54,7 @@ def test_default_corpus_pins_every_source() -> None:
     ('[[sources]]\nkind = "git"\nname = "x"\nurl = "/r"\ncommit = "main"\n',
      "sources[0] (x).commit", "not a commit id"),
     ('[[sources]]\nkind = "svn"\nname = "x"\n', "sources[0] (x)", "kind"),
-    ('[[sources]]\nkind = "local"\nname = "x"\npath = "."\ncolour = 1\n', "sources[0] (x).colour", "Extra"),
+    ('[[sources]]\nkind = "local"\nname = "x"\npath = "."\ncolour = 1\n', "sources[0] (x).colour", "unknown key"),
     ('[[sources]]\nkind = "local"\nname = "x"\npath = "."\n[[sources]]\nkind = "local"\nname = "x"\npath = "."\n',
      "sources[1].name", "used twice"),
     ('[[sources]]\nkind = "dist"\nname = "x"\nrequirement = "x==1"\nformat = "sdist"\npython_version = "3.12"\n',

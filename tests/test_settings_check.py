@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 from typer.testing import CliRunner
 
@@ -37,3 +39,35 @@ def test_valid_settings_pass_and_agents_without_a_harness_take_none():
     check_settings(None, {})
     with pytest.raises(SettingsError, match="takes no harness settings"):
         check_settings(None, {"terminus.max_episodes": 3})
+
+
+def _copy_seed(tmp_path):
+    dest = tmp_path / "harness"
+    shutil.copytree(SEED, dest, ignore=shutil.ignore_patterns("__pycache__"))
+    return dest
+
+
+def test_a_settings_module_that_fails_to_import_is_an_error_not_no_settings(tmp_path):
+    """Issue 15 item 9: a broken import inside settings.py was reported as 'has no settings module'."""
+    harness = _copy_seed(tmp_path)
+    settings = harness / "settings.py"
+    settings.write_text(settings.read_text() + "\nimport no_such_dependency_of_settings\n")
+    with pytest.raises(SettingsError) as info:
+        check_settings(harness, {"terminus.max_episodes": 3})
+    msg = str(info.value)
+    assert "could not check the settings" in msg and "no_such_dependency_of_settings" in msg
+    assert "has no settings module" not in msg
+
+
+def test_midharness_settings_without_a_midharness_config_are_a_problem(tmp_path):
+    """Issue 15 item 9: midharness settings for a harness without midharness.config were passed silently."""
+    harness = _copy_seed(tmp_path)
+    shutil.move(harness / "midharness", tmp_path / "midharness-aside")
+    with pytest.raises(SettingsError, match=r"no midharness\.config module.*midharness\.n"):
+        check_settings(harness, {"midharness.n": 2})
+    # a config module that exists but fails to import is an error too, never a pass
+    (harness / "midharness").mkdir()
+    (harness / "midharness" / "__init__.py").write_text("")
+    (harness / "midharness" / "config.py").write_text("raise ImportError('broken on purpose')\n")
+    with pytest.raises(SettingsError, match="broken on purpose"):
+        check_settings(harness, {"midharness.n": 2})

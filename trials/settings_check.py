@@ -11,6 +11,7 @@ and turns a rejection into one message naming the key and the keys that exist.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import os
 import subprocess
@@ -56,10 +57,10 @@ def _describe(exc: Any, model: Any, prefix: tuple = ()) -> list[str]:
 def check_in_process(harness_dir: Path, overrides: dict[str, Any]) -> list[str]:
     """The problems of ``overrides`` for the harness package at ``harness_dir`` (imports it: run in a child)."""
     sys.path.insert(0, str(harness_dir.parent))
-    try:
-        settings_mod = importlib.import_module(f"{harness_dir.name}.settings")
-    except ModuleNotFoundError:
+    name = f"{harness_dir.name}.settings"
+    if importlib.util.find_spec(harness_dir.name) is None or importlib.util.find_spec(name) is None:
         return [f"{harness_dir} has no settings module, so it takes no settings (asked: {', '.join(overrides)})"]
+    settings_mod = importlib.import_module(name)  # a module that exists but fails to import is an error, not "none"
     from pydantic import ValidationError
 
     nested = settings_mod.nest(overrides) if hasattr(settings_mod, "nest") else {}
@@ -71,13 +72,17 @@ def check_in_process(harness_dir: Path, overrides: dict[str, Any]) -> list[str]:
     except (TypeError, ValueError) as exc:
         problems.append(str(exc))
     if isinstance(nested.get("midharness"), dict):  # a plain table in Settings; its own model checks it
-        try:
-            config = importlib.import_module(f"{harness_dir.name}.midharness.config")
-            config.MidHarnessSettings.from_section(nested["midharness"])
-        except ModuleNotFoundError:
-            pass
-        except ValidationError as exc:
-            problems += _describe(exc, config.MidHarnessSettings, ("midharness",))
+        config_name = f"{harness_dir.name}.midharness.config"
+        if importlib.util.find_spec(f"{harness_dir.name}.midharness") is None \
+                or importlib.util.find_spec(config_name) is None:
+            problems.append(f"{harness_dir} has no midharness.config module, so it takes no midharness settings "
+                            f"(asked: {', '.join(k for k in overrides if k.startswith('midharness'))})")
+        else:
+            config = importlib.import_module(config_name)
+            try:
+                config.MidHarnessSettings.from_section(nested["midharness"])
+            except ValidationError as exc:
+                problems += _describe(exc, config.MidHarnessSettings, ("midharness",))
     return problems
 
 
