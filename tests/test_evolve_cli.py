@@ -31,3 +31,24 @@ def test_rounds_already_done_stop_at_once(tmp_path):
     assert res.exit_code == 0 and "stopped: 1 round(s) done" in res.output and "adopted: nothing" in res.output
     (stop,) = exp.ledger.find("evolve_stop")
     assert stop.final and stop.round == 1
+
+
+def test_a_second_evolve_on_one_experiment_is_refused_with_the_holders_pid(tmp_path):
+    """Issue 15 item 8 for ``rise evolve``: while another process holds the experiment, evolve writes nothing."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.test_controller_lock import HOLD
+
+    exp = make_experiment(tmp_path, {"alpha": "pf"})
+    before = exp.ledger.events
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(exp.root)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, cwd=os.getcwd())
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        res = CliRunner().invoke(app, ["evolve", str(exp.root), "--rounds", "1", "--no-progress"])
+        assert res.exit_code == 1 and f"pid {holder.pid}" in res.output and "in use" in res.output
+        assert exp.ledger.events == before  # the refused loop appended nothing
+    finally:
+        holder.communicate("\n", timeout=30)

@@ -59,13 +59,12 @@ def bwrap_available() -> bool:
     return shutil.which("bwrap") is not None and shutil.which("nsenter") is not None
 
 
-def _starttime(pid: int) -> int | None:
-    """Kernel start time of ``pid`` (guards against a recycled pid), or None if it is gone."""
+def _starttime(pid: int) -> float | None:
+    """Start time of ``pid`` (guards against a recycled pid), or None if it is gone."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
         return None
-    return int(stat.rsplit(")", 1)[1].split()[19])
 
 
 def _read_capped(f) -> str:
@@ -104,7 +103,7 @@ class LocalEnvironment(Environment):
         self.workdir = cfg.workdir or "/app"
         self.env: dict[str, str] = dict(BASE_ENV)
         self.pid: int | None = None
-        self._starttime: int | None = None
+        self._starttime: float | None = None
         self._proc: subprocess.Popen | None = None
         self._owner = True
         self._plan: LocalPlan | None = None
