@@ -102,12 +102,12 @@ class Agent:
             salvaged, multiple = parsing.salvage_truncated(reply.text, self.fmt)
             if salvaged is None:
                 self.handshake.on_reply(None)
-                self.messages = sent + [{"role": "assistant", "content": reply.text}]
+                self.messages = sent + [self._reply_message(reply.text, reply)]
                 self.prompt = templates.render("output_length", max_tokens=self.s.model.max_tokens,
                                                multiple_blocks=multiple, warnings=self.parse(text).warnings)
                 return self._record(episode, sent, reply, None, clock, extra)
             text, extra["salvaged_from_truncated"] = salvaged, True
-        self.messages = sent + [{"role": "assistant", "content": text}]
+        self.messages = sent + [self._reply_message(text, reply)]
         parsed = self.parse(text)
         if parsed.error is not None:
             self.handshake.on_reply(parsed)
@@ -136,6 +136,14 @@ class Agent:
         return self._record(episode, sent, reply, parsed, clock, extra)
 
     # -- the parts of a step --------------------------------------------------------------------
+
+    def _reply_message(self, text: str, reply: model_call.ModelReply) -> dict:
+        """The assistant turn the chat keeps. With ``model.interleaved_thinking`` (off, as in the reference by
+        default) the reasoning the server split out goes back with it as ``reasoning_content``."""
+        message = {"role": "assistant", "content": text}
+        if self.s.model.interleaved_thinking and reply.extra.get("reasoning"):
+            message["reasoning_content"] = reply.extra["reasoning"]
+        return message
 
     async def query(self, prompt: str, extra: dict) -> tuple[list[dict], model_call.ModelReply]:
         """Ask the actor for a reply to ``prompt``; on a context overflow unwind, summarize and ask again."""

@@ -71,6 +71,7 @@ class ModelSettings(_Section):
     retry_wait_min_sec: float = Field(default=4.0, ge=0)
     retry_wait_max_sec: float = Field(default=15.0, ge=0)
     retry_multiplier: float = Field(default=1.0, ge=0)
+    interleaved_thinking: bool = False
 
 
 class TrajectorySettings(_Section):

@@ -413,3 +413,19 @@ async def test_a_reasoning_models_thinking_is_kept_in_the_trajectory(tmp_path):
     steps = read_trajectory(agent)["steps"]
     assert status == "completed" and steps[1]["reasoning_content"] == thinking["reasoning_content"]
     assert "reasoning_content" not in steps[2]
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+async def test_interleaved_thinking_sends_the_reasoning_back_only_when_on(tmp_path, interleaved):
+    """Issue 16 item 8: the reference's interleaved thinking, for reasoning models on vLLM. Off (the default),
+    the next request's history carries the reply alone; on, its assistant turn carries the reasoning too."""
+    thought = "The file exists already, so I can finish."
+    script = [{"content": reply(commands=[("echo hi\n", 0.1)]), "reasoning_content": thought}, DONE, DONE]
+    _, srv, status = await run_agent(script, tmp_path, **{"model.interleaved_thinking": interleaved})
+    assert status == "completed" and len(srv.requests) >= 2
+    turns = [m for m in srv.requests[1]["messages"] if m["role"] == "assistant"]
+    assert len(turns) == 1 and turns[0]["content"] == script[0]["content"]
+    if interleaved:
+        assert turns[0]["reasoning_content"] == thought
+    else:
+        assert "reasoning_content" not in turns[0]
