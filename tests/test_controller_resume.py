@@ -67,13 +67,19 @@ def _run(cmd: list[str], kill_at: str | None = None) -> subprocess.CompletedProc
     return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=900, check=False)
 
 
-def _kill_mid_trial(cmd: list[str], job: Path) -> Path:
-    """Start the round and SIGKILL it while a trial of ``job`` is running; returns that trial's folder."""
+def _kill_mid_trial(cmd: list[str], job: Path, srv: ScriptedServer) -> Path:
+    """Start the round and SIGKILL it while a trial of ``job`` is running; returns that trial's folder.
+
+    Once ``job`` exists the scripted model answers after a delay, so a trial is certainly still running a
+    second after its agent started: on a fast machine with warm launchers a whole trial took under a second, and
+    the round ended with no trial caught (a CI failure)."""
     env = {k: v for k, v in os.environ.items() if k != "RISE_TEST_KILL_AT"}
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 600
     try:
         while time.monotonic() < deadline and proc.poll() is None:
+            if job.exists():
+                srv.delay = 3.0
             running = [p.parent.parent for p in job.glob("*__r*/agent/agent.pid")
                        if not (p.parent.parent / "result.json").exists() and ".attempt-" not in str(p)]
             if running:
@@ -84,6 +90,7 @@ def _kill_mid_trial(cmd: list[str], job: Path) -> Path:
                     return running[0]
             time.sleep(0.1)
     finally:
+        srv.delay = 0.0
         if proc.poll() is None:
             proc.kill()
             proc.wait()
@@ -113,7 +120,7 @@ def test_kill9_at_every_stage_then_resume_matches_an_uninterrupted_run(tmp_path)
         for stage in KILLS_BEFORE:
             res = _run(cmd, stage)
             assert res.returncode == -9, f"{stage}: rc {res.returncode}\n{res.stdout}\n{res.stderr}"
-        cut = _kill_mid_trial(cmd, b / "rounds" / "r01" / "skip" / "evaluation")
+        cut = _kill_mid_trial(cmd, b / "rounds" / "r01" / "skip" / "evaluation", srv)
         orphan = int((cut / "agent" / "agent.pid").read_text())
         for stage in KILLS_AFTER:
             res = _run(cmd, stage)
