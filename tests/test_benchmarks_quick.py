@@ -65,7 +65,14 @@ def test_benchmark_imports_no_test_module(script):
     assert "tests" not in imported_modules(script), f"{script.name} imports from tests/: move the shared part"
 
 
-@pytest.mark.parametrize("script", benchmark_scripts(BENCHMARKS), ids=lambda p: p.stem)
+def _quick_params() -> list:
+    """One case per benchmark; the one that starts a local Ray cluster carries the ``ray`` mark, so ``-m "not
+    ray"`` keeps Ray out as it does for the Ray tests."""
+    return [pytest.param(p, marks=pytest.mark.ray, id=p.stem) if p.stem.startswith("ray_")
+            else pytest.param(p, id=p.stem) for p in benchmark_scripts(BENCHMARKS)]
+
+
+@pytest.mark.parametrize("script", _quick_params())
 def test_benchmark_quick_mode_runs(script):
     check_quick_run(script)
 
