@@ -148,6 +148,12 @@ def test_session_lost_and_model_errors(tmp_path):
     assert sl.behaviour == "dispatch.session"
     [me] = hits(folder, "model_errors")
     assert me.details["failures"] == 1 and "APITimeoutError" in me.summary
+    # the seed's own name for it: the agent's keys (exit) ended the session (this detector never fired on a
+    # real seed trial before: it looked for session_lost only)
+    t = CraftedTrial(tmp_path / "ended", outcome="session_ended")
+    t.episode([("exit\n", 0.1)], observation=screen(PROMPT))
+    [own] = hits(t.write(), "session_lost")
+    assert "the agent's keys ended the tmux session" in own.summary
 
 
 def test_summarization_ok_and_failed(tmp_path):

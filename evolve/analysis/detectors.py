@@ -272,10 +272,15 @@ def max_episodes(view: TrialView) -> list[Hit]:
 
 @detector("session_lost", "dispatch.session", "the tmux session disappeared during the run")
 def session_lost(view: TrialView) -> list[Hit]:
-    if view.outcome != "session_lost":
+    # the seed ends such a run as ``session_ended`` (the agent's own keys, e.g. ``exit``, ended the shell);
+    # ``session_lost`` is the older name, still read from earlier trial folders
+    ended = view.outcome == "session_ended" or view.agent_result.get("error_kind") == "session_ended"
+    if view.outcome != "session_lost" and not ended:
         return []
     last = view.episodes[-1] if view.episodes else None
-    return [_hit(view, "session_lost", last, "the tmux session was gone; the run stopped")]
+    what = ("the agent's keys ended the tmux session (it typed exit or closed the shell); the run stopped" if ended
+            else "the tmux session was gone; the run stopped")
+    return [_hit(view, "session_lost", last, what)]
 
 
 # --------------------------------------------------------------------------------------------- context
