@@ -63,6 +63,13 @@ def record(base_url: str, work: Path) -> None:
                 "groups": [g["name"] for g in result["groups"]], "findings": len(result["findings"]),
                 "calls": len(list((exp.root / "rounds" / "r01" / "analysis" / "transcripts").glob("*.jsonl"))),
                 "stdout_lines": [ln for ln in lines if "$" not in ln and " s" not in ln[-4:]]}
+    ranked = [g for g in result["groups"] if g.get("rank")]
+    if ranked:  # the researcher's replay (tests/test_research_bundled_replay.py) starts from the top group
+        from evolve.analysis.models import Group
+        from evolve.researcher import inputs_from_group
+
+        top = Group.model_validate(min(ranked, key=lambda g: g["rank"]))
+        expected["researcher_inputs"] = inputs_from_group(top).model_dump(mode="json")
     shutil.rmtree(RECORDINGS, ignore_errors=True)
     shutil.copytree(fresh, RECORDINGS)
     EXPECTED.write_text(json.dumps(expected, indent=1) + "\n")

@@ -123,3 +123,30 @@ def test_rise_analyze_names_bad_inputs(tmp_path):
     assert out.exit_code == 1 and "v0 has no reference corpus" in out.output
     out = runner.invoke(app, ["analyze", "nope", "--runs-dir", str(tmp_path)])
     assert out.exit_code == 1 and "no experiment 'nope'" in out.output
+
+
+def test_a_span_cited_under_the_other_run_is_attributed_not_sent_back(tmp_path):
+    """The real 1.5B analyst cited the passing run's span under the failing run (twice, so the finding was lost):
+    a span id names its run, so the finding is kept with the reference attributed, and the summary says so."""
+    from evolve.analysis.evidence import TraceIndex
+    from evolve.analysis.records import render_groups
+
+    exp = make_experiment(tmp_path, {"alpha": "pf"})
+    ref = exp.root / "versions" / "v0" / "reference"
+    passing_span = next(iter(TraceIndex.load(ref / "alpha__r1").spans))
+
+    def with_review(role, prompt, job):  # one finding: no grouper call
+        if role == "analyst":
+            return finding_answer("alpha__r1", "alpha__r2", 0, span=passing_span)
+        names = [ln[3:] for ln in prompt.splitlines() if ln.startswith("## ")]
+        return {"reviews": [{"group": n, "verdict": "accept", "applies_to_all": True, "distinct": True,
+                             "reason": "one member"} for n in names]}
+
+    backend = ScriptedBackend(with_review)
+    result = Analysis(exp, backend).run()
+    assert [r for r, _ in backend.calls].count("analyst") == 1  # not sent back
+    [f] = result.findings
+    assert {r.trial for r in f.answer.evidence} == {"alpha__r1"} and f.answer.evidence[0].span == passing_span
+    [valid] = [e for e in Ledger(exp.root / "ledger.jsonl").events if getattr(e, "status", "") == "valid"]
+    assert "the span is alpha__r1's" in valid.reason
+    assert f"corrected: pair {f.pair}: alpha__r2 ep0 span {passing_span}" in render_groups(result)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from evolve.analysis.evidence import TraceIndex, check_finding
+from evolve.analysis.evidence import TraceIndex, attribute_spans, check_finding
 from evolve.analysis.models import Finding, FindingAnswer, GroupDraft, GroupReview
 from evolve.analysis.ranking import apply_review, rank, rejected_attempts
 from evolve.ledger import CandidateCreated, Rejection
@@ -46,6 +46,18 @@ def test_evidence_refs_are_checked_against_the_trace(tmp_path):
     other = next(iter(traces["a__r1"].spans))
     swapped = FindingAnswer.model_validate(finding_answer("a__r1", "a__r2", 0, span=other))
     assert any("it is a span of a__r1: cite it with trial 'a__r1'" in p for p in check_finding(swapped, traces))
+    # ... and before the check, the reference is attributed to the run that has the span, with that span's episode
+    fixed, notes = attribute_spans(swapped, traces)
+    assert check_finding(fixed, traces) == [] and swapped.evidence[0].trial == "a__r2"  # the original is untouched
+    assert {r.trial for r in fixed.evidence + fixed.differences[0].evidence} == {"a__r1"}
+    assert fixed.evidence[0].episode == traces["a__r1"].spans[other] and fixed.evidence[0].span == other
+    assert notes and all(f"span {other}" in n and "the span is a__r1's" in n for n in notes)
+    # a step the owner does not have in that episode goes; a span no run of the pair has is left to the check
+    stepped = FindingAnswer.model_validate(finding_answer("a__r1", "a__r2", 0, step=99, span=other))
+    assert attribute_spans(stepped, traces)[0].evidence[0].step is None
+    nowhere = FindingAnswer.model_validate(finding_answer("a__r1", "a__r2", 0, span="00000000deadbeef"))
+    assert attribute_spans(nowhere, traces) == (nowhere, [])
+    assert attribute_spans(good, traces) == (good, [])
     unknown = FindingAnswer.model_validate(finding_answer("a__r1", "a__r2", 0, behaviour="no.such"))
     assert check_finding(unknown, traces, {"completion.handshake"}) == ["behaviour 'no.such' is not in the Handbook"]
 

@@ -3,7 +3,9 @@
 A reference must name a trial of the pair, an episode that trial has, a step id that exists (in that episode
 when both are given) and a span id present in its ``spans.jsonl`` (in that episode when both are given). Behaviour
 ids must exist in the version's Handbook when one is given. The problems come back as sentences the analyst is
-shown once; a finding that still has problems is dropped with them as the reason.
+shown once; a finding that still has problems is dropped with them as the reason. A span id names its run, so a
+span cited under the pair's other run is attributed to the run that has it (:func:`attribute_spans`) rather than
+sent back: the 1.5B analyst did that twice in a row on a real corpus, and lost an otherwise checkable finding.
 """
 
 from __future__ import annotations
@@ -45,6 +47,31 @@ def all_refs(answer: FindingAnswer) -> list[EvidenceRef]:
     refs = [r for d in answer.differences for r in d.evidence]
     refs += answer.information_available.evidence + answer.mechanism_existed.evidence + answer.evidence
     return refs
+
+
+def attribute_spans(answer: FindingAnswer, traces: dict[str, TraceIndex]) -> tuple[FindingAnswer, list[str]]:
+    """A span id is unique to the run that recorded it: a reference citing a span of the pair's other run under
+    the wrong trial is attributed to the run that has it, its episode taken from the span, its step kept only
+    where that run has the step in that episode. Returns the corrected copy and one note per correction; a span
+    that no run of the pair has is left for :func:`check_finding` to report."""
+    fixed, notes = answer.model_copy(deep=True), []
+    for ref in all_refs(fixed):
+        if not ref.span:
+            continue
+        key = ref.span.lower().removeprefix("0x").rjust(16, "0")
+        if ref.trial in traces and key in traces[ref.trial].spans:
+            continue
+        owners = [t for t, idx in traces.items() if key in idx.spans]
+        if len(owners) != 1:
+            continue
+        before, idx = ref.label(), traces[owners[0]]
+        ref.trial = owners[0]
+        if idx.spans[key] is not None:
+            ref.episode = idx.spans[key]
+        if ref.step is not None and (ref.step not in idx.steps or idx.steps[ref.step] not in (None, ref.episode)):
+            ref.step = None
+        notes.append(f"{before}: the span is {owners[0]}'s; cited as {ref.label()}")
+    return fixed, notes
 
 
 def check_ref(ref: EvidenceRef, traces: dict[str, TraceIndex]) -> str | None:

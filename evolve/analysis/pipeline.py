@@ -27,7 +27,7 @@ from evolve.store import Experiment
 from handbook.model import HANDBOOK_FILE, Handbook, HandbookError, loads_handbook
 from validate.evaluate import kill_point
 
-from .evidence import TraceIndex, check_finding
+from .evidence import TraceIndex, attribute_spans, check_finding
 from .inputs import pair_inputs
 from .models import Finding, FindingAnswer, Group, GroupDraft, GroupingAnswer, Pair, PairSet, ReviewAnswer
 from .pairs import make_pairs
@@ -169,9 +169,10 @@ class Analysis:
                 self._append(FindingEvent(key=key, commit=self.commit, pair=pair.key, status="failed",
                                           reason=str(exc), role_call=error_info(exc)))
                 return None
-            answer, problems = res.output, check_finding(res.output, traces, known)
+            answer, notes = attribute_spans(res.output, traces)
+            problems = check_finding(answer, traces, known)
             if not problems:
-                return self._valid(key, fid, pair, answer, res)
+                return self._valid(key, fid, pair, answer, res, notes)
             self._append(FindingEvent(key=key + ":attempt1", commit=self.commit, pair=pair.key, status="sent_back",
                                       finding=answer.model_dump(mode="json"), reason="\n".join(problems),
                                       role_call=call_info(res)))
@@ -182,20 +183,23 @@ class Analysis:
             self._append(FindingEvent(key=key, commit=self.commit, pair=pair.key, status="failed",
                                       reason=f"after being sent back: {exc}", role_call=error_info(exc)))
             return None
-        problems = check_finding(res.output, traces, known)
+        answer, notes = attribute_spans(res.output, traces)
+        problems = check_finding(answer, traces, known)
         if problems:
             log.warning("finding of pair %s dropped: %s", pair.key, "; ".join(problems))
             self._append(FindingEvent(key=key, commit=self.commit, pair=pair.key, status="dropped",
                                       finding=res.output.model_dump(mode="json"), reason="\n".join(problems),
                                       role_call=call_info(res)))
             return None
-        return self._valid(key, fid, pair, res.output, res)
+        return self._valid(key, fid, pair, answer, res, notes)
 
-    def _valid(self, key: str, fid: str, pair: Pair, answer: FindingAnswer, res: RoleResult) -> Finding:
+    def _valid(self, key: str, fid: str, pair: Pair, answer: FindingAnswer, res: RoleResult,
+               notes: list[str] = ()) -> Finding:
         finding = Finding(id=fid, pair=pair.key, task=pair.task, success=pair.success.trial,
                           failure=pair.failure.trial, answer=answer)
         self._append(FindingEvent(key=key, commit=self.commit, pair=pair.key, status="valid",
-                                  finding=finding.model_dump(mode="json"), role_call=call_info(res)))
+                                  finding=finding.model_dump(mode="json"), role_call=call_info(res),
+                                  reason="\n".join(notes)))
         return finding
 
     def _groups(self, findings: list[Finding]) -> list[GroupDraft]:

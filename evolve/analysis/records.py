@@ -99,6 +99,9 @@ def render_groups(result: AnalysisResult) -> str:
                 lines.append(f"    - {f.id} {f.failure} vs {f.success}: {w.action} (when {w.condition})")
     for o in result.outcomes():
         lines.append(f"  {o['status']}: pair {o['pair']}: {o['reason'].splitlines()[0] if o['reason'] else ''}")
+    for e in result.events:  # valid findings whose references were attributed to the run that has the span
+        if e.get("kind") == "finding" and e.get("status") == "valid" and e.get("reason"):
+            lines += [f"  corrected: pair {e['pair']}: {note}" for note in e["reason"].splitlines()]
     for role, c in sorted(result.costs().items()):
         lines.append(f"  cost {role}: {c.calls} call(s), ${c.cost:.4f}, {c.input_tokens}+{c.output_tokens} tokens, "
                      f"{c.seconds:.1f} s")
