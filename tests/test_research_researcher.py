@@ -104,3 +104,16 @@ def test_ablation_calls_no_model(research: Research, tmp_path: Path) -> None:
         out = research_group(GROUP, tmp_path, _backend(srv), off)
         assert srv.requests == []
     assert out.outcome == "disabled" and "--no-external-research" in out.statement and not out.searches
+
+
+def test_a_repeated_search_is_told_to_read_instead(research: Research, tmp_path: Path) -> None:
+    """The bundled 1.5B searched the same words again and again and read nothing: a repeated search says so."""
+    script = [call("search_corpus", query="verify completion claim"),
+              call("search_corpus", query="Verify completion claim "),
+              call("final_answer", questions=["verify completion claim"], references=[], conclusion="nothing read")]
+    with ScriptedServer(script) as srv:
+        research_group(GROUP, tmp_path, _backend(srv), research, transcripts=tmp_path / "tr")
+        shown = [m["content"] for m in srv.requests[-1]["messages"] if m["role"] == "tool"]
+    assert "already" not in shown[0] and shown[0].startswith("2 references")
+    assert shown[1].startswith("You searched 'Verify completion claim ' already") and "read_reference" in shown[1]
+    assert "2 references for" in shown[1]  # the hits are still there

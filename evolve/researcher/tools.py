@@ -56,6 +56,8 @@ def search_corpus(ctx: ToolContext, query: Annotated[str, Field(
     Each hit is one function, class or section. Read a promising one with read_reference(ref=ID).
     """
     research, record = _research(ctx)
+    with _lock:
+        again = any(s.query.strip().lower() == query.strip().lower() for s in record.searches)
     try:
         rec = research.search(query)
     except ResearchError as exc:
@@ -64,7 +66,10 @@ def search_corpus(ctx: ToolContext, query: Annotated[str, Field(
         record.searches.append(rec)
     if not rec.references:
         return f"no references for {query!r}; try other words"
-    out = [f"{len(rec.references)} references for {query!r}:"]
+    # a small model searched the same words over and over and never read a hit (the bundled 1.5B did, 9 times)
+    out = ([f"You searched {query!r} already; the same hits follow. Read a promising one with "
+            "read_reference(ref=ID), search other words, or answer."] if again else [])
+    out.append(f"{len(rec.references)} references for {query!r}:")
     for i, ref in enumerate(rec.references, 1):
         out.append(f"{i}. id={ref.id} framework={ref.framework} {ref.unit_kind} {ref.unit} ({_where(ref)})")
         out += [f"     | {line[:120]}" for line in ref.excerpt.split("\n")[:EXCERPT_SHOWN]]
