@@ -67,8 +67,9 @@ def search_corpus(ctx: ToolContext, query: Annotated[str, Field(
     if not rec.references:
         return f"no references for {query!r}; try other words"
     # a small model searched the same words over and over and never read a hit (the bundled 1.5B did, 9 times)
-    out = ([f"You searched {query!r} already; the same hits follow. Read a promising one with "
-            "read_reference(ref=ID), search other words, or answer."] if again else [])
+    nudge = (f"You searched {query!r} already; the same hits follow. Read a promising one with "
+             "read_reference(ref=ID), search other words, or answer.")
+    out = [nudge] if again else []
     out.append(f"{len(rec.references)} references for {query!r}:")
     for i, ref in enumerate(rec.references, 1):
         out.append(f"{i}. id={ref.id} framework={ref.framework} {ref.unit_kind} {ref.unit} ({_where(ref)})")
