@@ -40,10 +40,12 @@ def make_demo(tmp_path: Path, base_url: str = "http://127.0.0.1:9/v1"):
     return exp
 
 
-def analyze(exp, *args: str, recordings: Path = RECORDINGS, timeout: float = 300) -> subprocess.CompletedProcess:
+def analyze(exp, *args: str, recordings: Path = RECORDINGS, timeout: float = 300,
+            kill_at: str = "") -> subprocess.CompletedProcess:
+    env = {**__import__("os").environ, "RISE_TEST_KILL_AT": kill_at}
     return subprocess.run([sys.executable, "-m", "evolve.cli", "analyze", str(exp.root), "--backend", "replay",
                            "--recording", str(recordings), *args], check=False, capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout, env=env)
 
 
 def record(base_url: str, work: Path) -> None:
@@ -103,6 +105,23 @@ def test_a_changed_corpus_is_a_replay_miss_not_an_invented_answer(tmp_path: Path
     assert out.returncode == 0, out.stderr
     assert "failed: pair hello-file:2:1: role analyst: replay_miss" in out.stdout
     assert "not in the recording" in out.stdout and "0 valid finding(s)" in out.stdout
+
+
+def test_kill_9_after_the_real_finding_then_resume_makes_no_call_twice(tmp_path: Path) -> None:
+    """kill -9 right after the analyst's finding is in the ledger, then --resume: the same result, and the real
+    analyst call is not made again (one transcript per recorded call, every ledger key once)."""
+    expected = json.loads(EXPECTED.read_text())
+    exp = make_demo(tmp_path)
+    killed = analyze(exp, kill_at="analysis-finding@1")
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    resumed = analyze(exp, "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    for line in expected["stdout_lines"]:
+        assert line in resumed.stdout
+    transcripts = sorted((exp.root / "rounds" / "r01" / "analysis" / "transcripts").glob("*.jsonl"))
+    assert len(transcripts) == expected["calls"], [t.name for t in transcripts]
+    keys = [json.loads(line)["key"] for line in (exp.root / "ledger.jsonl").read_text().splitlines()]
+    assert len(keys) == len(set(keys))
 
 
 if __name__ == "__main__":
