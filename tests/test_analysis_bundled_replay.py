@@ -25,7 +25,11 @@ EXPECTED = RECORDINGS / "expected.json"
 STARTER = Path(__file__).resolve().parent.parent / "data" / "starter"
 
 
-def make_demo(tmp_path: Path, base_url: str = "http://127.0.0.1:9/v1"):
+DEMO_TASKS = ["hello-file", "write-json", "count-lines"]
+
+
+def make_demo(tmp_path: Path, base_url: str = "http://127.0.0.1:9/v1", corpus: Path = CORPUS,
+              tasks: list[str] = DEMO_TASKS):
     """The demo experiment as scripts/run.sh makes it, with the stored corpus as v0's reference corpus."""
     from evolve.experiment import ExperimentConfig
     from evolve.store import init_experiment
@@ -33,10 +37,10 @@ def make_demo(tmp_path: Path, base_url: str = "http://127.0.0.1:9/v1"):
     cfg = ExperimentConfig.model_validate({
         "name": "demo", "r": 2, "concurrency": 1, "env": "local",
         "endpoint": {"base_url": base_url, "model": "qwen2.5-coder-1.5b", "max_output_tokens": 1024},
-        "tasks": {"dir": str(STARTER), "development": ["hello-file", "write-json", "count-lines"]},
+        "tasks": {"dir": str(STARTER), "development": list(tasks)},
     })
     exp = init_experiment("demo", cfg, runs_dir=tmp_path)
-    shutil.copytree(CORPUS, exp.root / "versions" / "v0" / "reference")
+    shutil.copytree(corpus, exp.root / "versions" / "v0" / "reference")
     return exp
 
 
@@ -48,10 +52,12 @@ def analyze(exp, *args: str, recordings: Path = RECORDINGS, timeout: float = 300
                           timeout=timeout, env=env)
 
 
-def record(base_url: str, work: Path) -> None:
+def record(base_url: str, work: Path, corpus: Path = CORPUS, recordings: Path = RECORDINGS,
+           tasks: list[str] = DEMO_TASKS) -> None:
     """Make the recordings and expected.json again against a running bundled server (not a test: run
-    ``python tests/test_analysis_bundled_replay.py [BASE_URL]`` with the 1.5B served, e.g. by scripts/run.sh)."""
-    exp = make_demo(work, base_url)
+    ``python tests/test_analysis_bundled_replay.py [BASE_URL] [wide]`` with the 1.5B served, e.g. by
+    scripts/run.sh)."""
+    exp = make_demo(work, base_url, corpus, tasks)
     fresh = work / "recordings"
     out = analyze(exp, "--record", recordings=fresh, timeout=7200)
     if out.returncode != 0:
@@ -72,9 +78,9 @@ def record(base_url: str, work: Path) -> None:
 
         top = Group.model_validate(min(ranked, key=lambda g: g["rank"]))
         expected["researcher_inputs"] = inputs_from_group(top).model_dump(mode="json")
-    shutil.rmtree(RECORDINGS, ignore_errors=True)
-    shutil.copytree(fresh, RECORDINGS)
-    EXPECTED.write_text(json.dumps(expected, indent=1) + "\n")
+    shutil.rmtree(recordings, ignore_errors=True)
+    shutil.copytree(fresh, recordings)
+    (recordings / "expected.json").write_text(json.dumps(expected, indent=1) + "\n")
     print(out.stdout)
 
 
@@ -127,8 +133,13 @@ def test_kill_9_after_the_real_finding_then_resume_makes_no_call_twice(tmp_path:
 if __name__ == "__main__":
     import tempfile
 
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: the repository root
+    from tests.test_analysis_bundled_wide import WIDE_CORPUS, WIDE_RECORDINGS, WIDE_TASKS
+
+    wide = sys.argv[2:3] == ["wide"]
     with tempfile.TemporaryDirectory() as tmp:
-        record(sys.argv[1] if len(sys.argv) > 1 else "http://127.0.0.1:8080/v1", Path(tmp))
+        record(sys.argv[1] if len(sys.argv) > 1 else "http://127.0.0.1:8080/v1", Path(tmp),
+               *((WIDE_CORPUS, WIDE_RECORDINGS, WIDE_TASKS) if wide else ()))
 
 
 def test_rise_analyze_during_an_open_round_writes_into_that_round(tmp_path: Path) -> None:

@@ -58,6 +58,16 @@ def test_evidence_refs_are_checked_against_the_trace(tmp_path):
     nowhere = FindingAnswer.model_validate(finding_answer("a__r1", "a__r2", 0, span="00000000deadbeef"))
     assert attribute_spans(nowhere, traces) == (nowhere, [])
     assert attribute_spans(good, traces) == (good, [])
+    # an episode that contradicts the step's own (the real 1.5B cited step 3 as episode 0; it is in episode 1)
+    wrong_ep = FindingAnswer.model_validate(finding_answer("a__r1", "a__r2", 0, step=3))
+    assert any("step 3 belongs to episode 1, not 0" in p for p in check_finding(wrong_ep, traces))
+    fixed, notes = attribute_spans(wrong_ep, traces)
+    assert check_finding(fixed, traces) == [] and fixed.evidence[0].episode == 1
+    assert "a__r2 ep0 step3: step is in episode 1; cited as a__r2 ep1 step3" in notes
+    # a step and a span of different episodes: nothing to trust, the check reports it
+    ep0_span = next(k for k, e in traces["a__r2"].spans.items() if e == 0)
+    torn = FindingAnswer.model_validate(finding_answer("a__r1", "a__r2", 0, step=3, span=ep0_span))
+    assert attribute_spans(torn, traces)[1] == [] and check_finding(torn, traces)
     unknown = FindingAnswer.model_validate(finding_answer("a__r1", "a__r2", 0, behaviour="no.such"))
     assert check_finding(unknown, traces, {"completion.handshake"}) == ["behaviour 'no.such' is not in the Handbook"]
 

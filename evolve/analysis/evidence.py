@@ -50,10 +50,12 @@ def all_refs(answer: FindingAnswer) -> list[EvidenceRef]:
 
 
 def attribute_spans(answer: FindingAnswer, traces: dict[str, TraceIndex]) -> tuple[FindingAnswer, list[str]]:
-    """A span id is unique to the run that recorded it: a reference citing a span of the pair's other run under
-    the wrong trial is attributed to the run that has it, its episode taken from the span, its step kept only
-    where that run has the step in that episode. Returns the corrected copy and one note per correction; a span
-    that no run of the pair has is left for :func:`check_finding` to report."""
+    """A span id is unique to the run that recorded it, and a step id to its episode within a run: a reference
+    citing a span of the pair's other run under the wrong trial is attributed to the run that has it, its
+    episode taken from the span, its step kept only where that run has the step in that episode; a reference
+    whose episode (one the run has) contradicts its step's (and span's) own episode gets theirs. Returns the
+    corrected copy and one note per correction; a step or span that does not exist, or a step and a span in
+    different episodes, is left for :func:`check_finding` to report."""
     fixed, notes = answer.model_copy(deep=True), []
     for ref in all_refs(fixed):
         if not ref.span:
@@ -71,6 +73,20 @@ def attribute_spans(answer: FindingAnswer, traces: dict[str, TraceIndex]) -> tup
         if ref.step is not None and (ref.step not in idx.steps or idx.steps[ref.step] not in (None, ref.episode)):
             ref.step = None
         notes.append(f"{before}: the span is {owners[0]}'s; cited as {ref.label()}")
+    for ref in all_refs(fixed):  # an episode that contradicts the step's and span's own: theirs wins
+        idx = traces.get(ref.trial)
+        if idx is None or ref.episode is None or ref.episode not in idx.episodes:
+            continue  # an episode the run never had is not a slip between neighbours: the check reports it
+        key = ref.span.lower().removeprefix("0x").rjust(16, "0") if ref.span else None
+        own = {e for e in (idx.steps.get(ref.step) if ref.step is not None else None,
+                           idx.spans.get(key) if key else None) if e is not None}
+        if ref.step is not None and ref.step not in idx.steps or key and key not in idx.spans or len(own) != 1:
+            continue  # a missing step or span, or two that disagree: the check reports it
+        if ref.episode not in own:
+            before = ref.label()
+            ref.episode = own.pop()
+            notes.append(f"{before}: {'step' if ref.step is not None else 'span'} is in episode {ref.episode}; "
+                         f"cited as {ref.label()}")
     return fixed, notes
 
 
