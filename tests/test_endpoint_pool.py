@@ -68,6 +68,41 @@ def test_pool_spreads_by_least_outstanding_and_takes_a_dead_replica_out():
         EndpointPool([])
 
 
+def test_a_replica_being_probed_after_a_lost_trial_gets_no_new_trial():
+    """The race CI met: a trial ended ⊥ on A, and while A's probe was still out, the next trial was routed to A
+    (its load had just dropped) and was lost too. A reported replica is suspect from the report on."""
+    pool = EndpointPool(["http://a/v1", "http://b/v1"], recheck_sec=3600.0)
+    gate, verdict = asyncio.Event(), {"a": False}
+
+    async def probe(replica):  # the probe is in flight until the test opens the gate
+        await gate.wait()
+        return verdict[replica.base_url[7]]
+
+    pool.probe = probe
+
+    async def scenario():
+        a = await pool.acquire()
+        assert a.base_url == "http://a/v1"
+        pool.release(a)
+        reporting = asyncio.create_task(pool.report(a, "model_unreachable"))
+        await asyncio.sleep(0)  # the report runs up to its probe
+        routed = [(await pool.acquire()).base_url for _ in range(2)]
+        gate.set()
+        assert await reporting is True
+        return routed, a
+
+    routed, a = asyncio.run(scenario())
+    assert routed == ["http://b/v1", "http://b/v1"] and not a.in_service
+    # a replica whose probe answers is back in service after its report
+    pool = EndpointPool(["http://a/v1", "http://b/v1"])
+    gate.set()
+    verdict["a"] = True
+    pool.probe = probe
+    first = asyncio.run(pool.acquire())
+    pool.release(first)
+    assert asyncio.run(pool.report(first, "model_server")) is True and first.in_service
+
+
 def _serve(hang_flag: Path | None) -> subprocess.Popen:
     argv = [sys.executable, "-m", "tests.test_endpoint_pool", "--hang-flag", str(hang_flag or "")]
     proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, text=True,

@@ -6,9 +6,10 @@ pool spreads *trials* by least outstanding work: the replica with the fewest tri
 fewest assigned so far. A trial holds at most a handful of requests at once (one, or N for Mid-Harness
 sampling), so this is least-outstanding-requests at the grain the pool can observe without a proxy.
 
-A replica whose trial ended ⊥ for a model cause and that then fails a health probe (``GET <base>/models``) is
-taken out of service; the grid runner reruns that trial once on the replicas left. An out replica is probed
-again when a trial asks for one and ``recheck_sec`` have passed, and comes back if it answers.
+A replica whose trial ended ⊥ for a model cause is suspect at once (no trial is routed to it) and, when it then
+fails a health probe (``GET <base>/models``), is taken out of service; the grid runner reruns that trial once on
+the replicas left. An out replica is probed again when a trial asks for one and ``recheck_sec`` have passed, and
+comes back if it answers.
 """
 
 from __future__ import annotations
@@ -90,10 +91,15 @@ class EndpointPool:
         if infra_cause not in MODEL_CAUSES:
             return False
         replica.lost_trials += 1
-        if replica.in_service and not await self.probe(replica):
+        if replica.in_service:
+            # suspect at once, before the probe's first await: a trial that starts while the probe runs must not
+            # be routed to it (one was, in CI, and was lost a second time)
             replica.in_service, replica.out_since = False, time.monotonic()
-            left = sum(r.in_service for r in self.replicas)
-            log.warning("endpoint replica %s stopped answering; taken out (%d left)", replica.base_url, left)
+            if await self.probe(replica):
+                replica.in_service = True
+            else:
+                left = sum(r.in_service for r in self.replicas)
+                log.warning("endpoint replica %s stopped answering; taken out (%d left)", replica.base_url, left)
         return True
 
     def status(self) -> list[dict[str, object]]:
