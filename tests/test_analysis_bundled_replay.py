@@ -116,11 +116,16 @@ def test_a_changed_corpus_is_a_replay_miss_not_an_invented_answer(tmp_path: Path
 def test_kill_9_after_the_real_finding_then_resume_makes_no_call_twice(tmp_path: Path) -> None:
     """kill -9 right after the analyst's finding is in the ledger, then --resume: the same result, and the real
     analyst call is not made again (one transcript per recorded call, every ledger key once)."""
-    expected = json.loads(EXPECTED.read_text())
-    exp = make_demo(tmp_path)
-    killed = analyze(exp, kill_at="analysis-finding@1")
+    kill_after_first_finding_then_resume(make_demo(tmp_path), RECORDINGS)
+
+
+def kill_after_first_finding_then_resume(exp, recordings: Path) -> None:
+    """kill -9 once the first finding is in the ledger, then --resume on ``recordings``: the recorded result, one
+    transcript per recorded call (none made twice) and every ledger key once."""
+    expected = json.loads((recordings / "expected.json").read_text())
+    killed = analyze(exp, recordings=recordings, kill_at="analysis-finding@1")
     assert killed.returncode == -9, killed.stderr[-2000:]
-    resumed = analyze(exp, "--resume")
+    resumed = analyze(exp, "--resume", recordings=recordings)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     for line in expected["stdout_lines"]:
         assert line in resumed.stdout

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.test_analysis_bundled_replay import DATA, analyze, make_demo
+from tests.test_analysis_bundled_replay import DATA, analyze, kill_after_first_finding_then_resume, make_demo
 
 WIDE_CORPUS = DATA / "trials" / "bundled-1.5b-wide"
 WIDE_RECORDINGS = DATA / "recordings" / "bundled-1.5b-wide"
@@ -39,15 +39,4 @@ def test_the_wide_real_analysis_replays_with_two_flipping_tasks(tmp_path: Path) 
 def test_kill_9_between_the_real_findings_then_resume_pays_for_no_call_twice(tmp_path: Path) -> None:
     """kill -9 after the first real finding, then --resume: the second analyst call, the grouper and the reviewer
     run once each from the recording, the first analyst call is not made again, and the result is the same."""
-    expected = json.loads((WIDE_RECORDINGS / "expected.json").read_text())
-    exp = make_demo(tmp_path, corpus=WIDE_CORPUS, tasks=WIDE_TASKS)
-    killed = analyze(exp, recordings=WIDE_RECORDINGS, kill_at="analysis-finding@1")
-    assert killed.returncode == -9, killed.stderr[-2000:]
-    resumed = analyze(exp, "--resume", recordings=WIDE_RECORDINGS)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    for line in expected["stdout_lines"]:
-        assert line in resumed.stdout
-    transcripts = sorted((exp.root / "rounds" / "r01" / "analysis" / "transcripts").glob("*.jsonl"))
-    assert len(transcripts) == expected["calls"], [t.name for t in transcripts]
-    keys = [json.loads(line)["key"] for line in (exp.root / "ledger.jsonl").read_text().splitlines()]
-    assert len(keys) == len(set(keys))
+    kill_after_first_finding_then_resume(make_demo(tmp_path, corpus=WIDE_CORPUS, tasks=WIDE_TASKS), WIDE_RECORDINGS)

@@ -54,11 +54,18 @@ def _describe(exc: Any, model: Any, prefix: tuple = ()) -> list[str]:
     return problems
 
 
+def _module_exists(dotted: str) -> bool:
+    """Whether ``dotted`` and each package above it can be found (finding imports the packages above: one that
+    exists but fails to import raises, which is an error, never "no such module")."""
+    parts = dotted.split(".")
+    return all(importlib.util.find_spec(".".join(parts[:i])) is not None for i in range(1, len(parts) + 1))
+
+
 def check_in_process(harness_dir: Path, overrides: dict[str, Any]) -> list[str]:
     """The problems of ``overrides`` for the harness package at ``harness_dir`` (imports it: run in a child)."""
     sys.path.insert(0, str(harness_dir.parent))
     name = f"{harness_dir.name}.settings"
-    if importlib.util.find_spec(harness_dir.name) is None or importlib.util.find_spec(name) is None:
+    if not _module_exists(name):
         return [f"{harness_dir} has no settings module, so it takes no settings (asked: {', '.join(overrides)})"]
     settings_mod = importlib.import_module(name)  # a module that exists but fails to import is an error, not "none"
     from pydantic import ValidationError
@@ -73,8 +80,7 @@ def check_in_process(harness_dir: Path, overrides: dict[str, Any]) -> list[str]:
         problems.append(str(exc))
     if isinstance(nested.get("midharness"), dict):  # a plain table in Settings; its own model checks it
         config_name = f"{harness_dir.name}.midharness.config"
-        if importlib.util.find_spec(f"{harness_dir.name}.midharness") is None \
-                or importlib.util.find_spec(config_name) is None:
+        if not _module_exists(config_name):
             problems.append(f"{harness_dir} has no midharness.config module, so it takes no midharness settings "
                             f"(asked: {', '.join(k for k in overrides if k.startswith('midharness'))})")
         else:

@@ -49,6 +49,11 @@ def all_refs(answer: FindingAnswer) -> list[EvidenceRef]:
     return refs
 
 
+def span_key(span: str) -> str:
+    """A cited span id as ``spans.jsonl`` keys it: lower-case hex, no ``0x``, 16 digits."""
+    return span.lower().removeprefix("0x").rjust(16, "0")
+
+
 def attribute_spans(answer: FindingAnswer, traces: dict[str, TraceIndex]) -> tuple[FindingAnswer, list[str]]:
     """A span id is unique to the run that recorded it, and a step id to its episode within a run: a reference
     citing a span of the pair's other run under the wrong trial is attributed to the run that has it, its
@@ -60,7 +65,7 @@ def attribute_spans(answer: FindingAnswer, traces: dict[str, TraceIndex]) -> tup
     for ref in all_refs(fixed):
         if not ref.span:
             continue
-        key = ref.span.lower().removeprefix("0x").rjust(16, "0")
+        key = span_key(ref.span)
         if ref.trial in traces and key in traces[ref.trial].spans:
             continue
         owners = [t for t, idx in traces.items() if key in idx.spans]
@@ -77,7 +82,7 @@ def attribute_spans(answer: FindingAnswer, traces: dict[str, TraceIndex]) -> tup
         idx = traces.get(ref.trial)
         if idx is None or ref.episode is None or ref.episode not in idx.episodes:
             continue  # an episode the run never had is not a slip between neighbours: the check reports it
-        key = ref.span.lower().removeprefix("0x").rjust(16, "0") if ref.span else None
+        key = span_key(ref.span) if ref.span else None
         own = {e for e in (idx.steps.get(ref.step) if ref.step is not None else None,
                            idx.spans.get(key) if key else None) if e is not None}
         if ref.step is not None and ref.step not in idx.steps or key and key not in idx.spans or len(own) != 1:
@@ -103,7 +108,7 @@ def check_ref(ref: EvidenceRef, traces: dict[str, TraceIndex]) -> str | None:
         if ref.episode is not None and idx.steps[ref.step] not in (None, ref.episode):
             return f"{ref.label()}: step {ref.step} belongs to episode {idx.steps[ref.step]}, not {ref.episode}"
     if ref.span:
-        key = ref.span.lower().removeprefix("0x").rjust(16, "0")
+        key = span_key(ref.span)
         if key not in idx.spans:
             owners = sorted(t for t, other in traces.items() if key in other.spans)
             where = f"; it is a span of {owners[0]}: cite it with trial {owners[0]!r}" if owners else ""

@@ -39,6 +39,14 @@ log = logging.getLogger(__name__)
 BackendFactory = Callable[[str, str], Backend]  # (role name, call key) -> the backend for that one call
 
 
+
+def _checked(answer: FindingAnswer, traces: dict[str, TraceIndex], known: set[str] | None
+             ) -> tuple[FindingAnswer, list[str], list[str]]:
+    """An analyst's answer with its slips corrected (:func:`attribute_spans`), the corrections, and the problems
+    left in it."""
+    fixed, notes = attribute_spans(answer, traces)
+    return fixed, notes, check_finding(fixed, traces, known)
+
 class AnalysisError(RuntimeError):
     """An analysis that cannot start (unknown version, no reference corpus)."""
 
@@ -169,8 +177,7 @@ class Analysis:
                 self._append(FindingEvent(key=key, commit=self.commit, pair=pair.key, status="failed",
                                           reason=str(exc), role_call=error_info(exc)))
                 return None
-            answer, notes = attribute_spans(res.output, traces)
-            problems = check_finding(answer, traces, known)
+            answer, notes, problems = _checked(res.output, traces, known)
             if not problems:
                 return self._valid(key, fid, pair, answer, res, notes)
             self._append(FindingEvent(key=key + ":attempt1", commit=self.commit, pair=pair.key, status="sent_back",
@@ -183,8 +190,7 @@ class Analysis:
             self._append(FindingEvent(key=key, commit=self.commit, pair=pair.key, status="failed",
                                       reason=f"after being sent back: {exc}", role_call=error_info(exc)))
             return None
-        answer, notes = attribute_spans(res.output, traces)
-        problems = check_finding(answer, traces, known)
+        answer, notes, problems = _checked(res.output, traces, known)
         if problems:
             log.warning("finding of pair %s dropped: %s", pair.key, "; ".join(problems))
             self._append(FindingEvent(key=key, commit=self.commit, pair=pair.key, status="dropped",

@@ -99,7 +99,7 @@ def render_groups(result: AnalysisResult) -> str:
                 lines.append(f"    - {f.id} {f.failure} vs {f.success}: {w.action} (when {w.condition})")
     for o in result.outcomes():
         lines.append(f"  {o['status']}: pair {o['pair']}: {o['reason'].splitlines()[0] if o['reason'] else ''}")
-    for e in result.events:  # valid findings whose references were attributed to the run that has the span
+    for e in result.events:  # valid findings whose references were corrected (evidence.attribute_spans)
         if e.get("kind") == "finding" and e.get("status") == "valid" and e.get("reason"):
             lines += [f"  corrected: pair {e['pair']}: {note}" for note in e["reason"].splitlines()]
     for role, c in sorted(result.costs().items()):
