@@ -179,6 +179,10 @@ class Index:
             self.update_source(src, tree, stats)
             log(f"{tree.name}: {stats.files_indexed - before} files (re)indexed, "
                 f"{stats.per_source[tree.name]} units")
+        if stats.files_removed:
+            # SQLite keeps freed pages: without this, narrowing a corpus (include/exclude) left the file its size
+            self.db.execute("VACUUM")
+            self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # in WAL mode VACUUM writes the new file there
         stats.seconds = time.perf_counter() - t0
         return stats
 

@@ -34,14 +34,21 @@ class _Source(BaseModel):
     name: Annotated[str, Field(pattern=_NAME, description="unique name; the framework it belongs to by default")]
     framework: str = Field("", description="the framework this source belongs to (default: its name)")
     include: list[str] = Field(default_factory=list, description="path prefixes to index (default: all)")
+    exclude: list[str] = Field(default_factory=list, description="path prefixes left out, even under an include")
 
     @property
     def framework_name(self) -> str:
         return self.framework or self.name
 
     def wants(self, path: str) -> bool:
-        """Whether ``path`` (relative, ``/``-separated) is under one of the ``include`` prefixes."""
-        return not self.include or any(path == p or path.startswith(p.rstrip("/") + "/") for p in self.include)
+        """Whether ``path`` (relative, ``/``-separated) is under one of the ``include`` prefixes (all paths when
+        there are none) and under none of the ``exclude`` prefixes."""
+        return ((not self.include or any(_under(path, p) for p in self.include))
+                and not any(_under(path, p) for p in self.exclude))
+
+
+def _under(path: str, prefix: str) -> bool:
+    return path == prefix or path.startswith(prefix.rstrip("/") + "/")
 
 
 class GitSource(_Source):

@@ -144,6 +144,35 @@ def test_include_prefixes_limit_what_is_indexed(tmp_path: Path) -> None:
     index.close()
 
 
+def test_exclude_prefixes_leave_out_part_of_an_include(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    (src / "agent" / "auth").mkdir(parents=True)
+    (src / "agent" / "loop.py").write_text("def verify_completion():\n    pass\n")
+    (src / "agent" / "auth" / "token.py").write_text("def verify_completion_token():\n    pass\n")
+    (src / "agent" / "authoring.py").write_text("def verify_completion_text():\n    pass\n")  # not under auth/
+    source = LocalSource(name="toy", path=str(src), include=["agent"], exclude=["agent/auth"])
+    index = Index(tmp_path / "i.sqlite")
+    stats = index.update([(source, DirTree("toy", str(src), "v", src, "local"))], log=lambda m: None)
+    assert stats.files_seen == 2
+    assert sorted(h.path for h in index.search("verify completion")) == ["agent/authoring.py", "agent/loop.py"]
+    index.close()
+
+
+def test_narrowing_a_source_shrinks_the_index_file(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    (src / "a").mkdir(parents=True)
+    for i in range(200):
+        (src / "a" / f"f{i}.py").write_text("".join(f"def f{j}_{i}():\n    return {j}\n" for j in range(30)))
+    index = Index(tmp_path / "i.sqlite")
+    tree = DirTree("t", str(src), "v", src, "local")
+    index.update([(LocalSource(name="t", path=str(src)), tree)], log=lambda m: None)
+    full = index.size_bytes()
+    stats = index.update([(LocalSource(name="t", path=str(src), include=["a/f1.py"]), tree)], log=lambda m: None)
+    assert stats.files_removed == 199 and index.size_bytes() < full / 2  # freed pages are given back
+    assert [h.path for h in index.search("f3_1")] == ["a/f1.py"]
+    index.close()
+
+
 def test_a_byte_order_mark_does_not_hide_python_units() -> None:
     from research.chunk import decode
 

@@ -106,14 +106,22 @@ def test_ablation_calls_no_model(research: Research, tmp_path: Path) -> None:
     assert out.outcome == "disabled" and "--no-external-research" in out.statement and not out.searches
 
 
-def test_a_repeated_search_is_told_to_read_instead(research: Research, tmp_path: Path) -> None:
-    """The bundled 1.5B searched the same words again and again and read nothing: a repeated search says so."""
-    script = [call("search_corpus", query="verify completion claim"),
-              call("search_corpus", query="Verify completion claim "),
-              call("final_answer", questions=["verify completion claim"], references=[], conclusion="nothing read")]
+def test_a_repeated_search_reads_the_next_unread_hit(research: Research, tmp_path: Path) -> None:
+    """The bundled 1.5B searched the same words again and again and read nothing: a repeated search reads the best
+    hit not read yet (hash-checked, recorded as read); once every hit is read it says so and lists them again."""
+    q = "verify completion claim"
+    script = [call("search_corpus", query=q), call("search_corpus", query="Verify completion claim "),
+              call("search_corpus", query=q), call("search_corpus", query=q),
+              call("final_answer", questions=[q], references=[], conclusion="nothing handles it")]
     with ScriptedServer(script) as srv:
-        research_group(GROUP, tmp_path, _backend(srv), research, transcripts=tmp_path / "tr")
+        out = research_group(GROUP, tmp_path, _backend(srv), research, transcripts=tmp_path / "tr")
         shown = [m["content"] for m in srv.requests[-1]["messages"] if m["role"] == "tool"]
-    assert "already" not in shown[0] and shown[0].startswith("2 references")
-    assert shown[1].startswith("You searched 'Verify completion claim ' already") and "read_reference" in shown[1]
-    assert "2 references for" in shown[1]  # the hits are still there
+    hits = re.findall(r"id=([0-9a-f]{12})", shown[0])
+    assert shown[0].startswith("2 references") and len(hits) == 2
+    # second and third search: hit 1, then hit 2, each read in full from its pinned source
+    for text, ref in ((shown[1], hits[0]), (shown[2], hits[1])):
+        assert text.startswith("You searched") and f"cite id={ref}" in text and "sha256 verified" in text
+        assert "Before accepting a completion claim" in text  # the unit's own lines, not the excerpt list
+    assert out.read == hits  # reads made for the model are in the search record like any other
+    assert "you have read every hit" in shown[3] and "2 references for" in shown[3]
+    assert len(out.searches) == 4 and out.outcome == "no_precedent"

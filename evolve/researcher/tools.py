@@ -66,15 +66,56 @@ def search_corpus(ctx: ToolContext, query: Annotated[str, Field(
         record.searches.append(rec)
     if not rec.references:
         return f"no references for {query!r}; try other words"
-    # a small model searched the same words over and over and never read a hit (the bundled 1.5B did, 9 times)
-    nudge = (f"You searched {query!r} already; the same hits follow. Read a promising one with "
-             "read_reference(ref=ID), search other words, or answer.")
-    out = [nudge] if again else []
-    out.append(f"{len(rec.references)} references for {query!r}:")
-    for i, ref in enumerate(rec.references, 1):
+    if again:
+        # The bundled 1.5B searched the same words up to 7 times in a row and never read a hit (the nudge "read
+        # one instead" did not help). A repeated search therefore moves the call forward itself: it reads the
+        # best hit not read yet, recorded as a read like any other.
+        return _read_for_repeat(query, rec.references, research, record)
+    return _hits(query, rec.references)
+
+
+def _hits(query: str, refs: list[Reference]) -> str:
+    out = [f"{len(refs)} references for {query!r}:"]
+    for i, ref in enumerate(refs, 1):
         out.append(f"{i}. id={ref.id} framework={ref.framework} {ref.unit_kind} {ref.unit} ({_where(ref)})")
         out += [f"     | {line[:120]}" for line in ref.excerpt.split("\n")[:EXCERPT_SHOWN]]
     return "\n".join(out)
+
+
+def _read_for_repeat(query: str, refs: list[Reference], research: Research, record: ResearchRecord) -> str:
+    """What a repeated search shows: the best hit this call has not read, read (and hash-checked) for the model;
+    the hit list again when every hit was read or none can be read."""
+    with _lock:
+        done = set(record.read)
+    problems = []
+    for ref in refs:
+        if ref.id in done:
+            continue
+        try:
+            text = _read(ref, research, record)
+        except ToolError as exc:
+            problems.append(str(exc))
+            continue
+        return (f"You searched {query!r} already, so its best hit not read yet was read for you. If it handles "
+                f"the problem, cite id={ref.id} in your answer; otherwise search other words or answer.\n{text}")
+    why = "you have read every hit" if not problems else "; ".join(problems)
+    return (f"You searched {query!r} already ({why}). Search other words, or answer now, citing the ids you "
+            f"read that handle the problem.\n" + _hits(query, refs))
+
+
+def _read(reference: Reference, research: Research, record: ResearchRecord) -> str:
+    """One reference re-read from its pinned source and hash-checked, recorded as read."""
+    check = research.verify(reference)
+    if not check.ok:
+        raise ToolError(f"{reference.id}: cannot be read as recorded ({check.status}: {check.detail})")
+    with _lock:
+        record.read.append(reference.id)
+    lines = check.text.split("\n")
+    shown = lines[:READ_MAX_LINES]
+    body = "\n".join(f"{n:5d}| {line}" for n, line in enumerate(shown, reference.start_line))
+    more = f"\n[{len(lines) - len(shown)} more lines not shown]" if len(lines) > len(shown) else ""
+    return (f"{reference.framework} {reference.unit_kind} {reference.unit} ({_where(reference)}), "
+            f"sha256 verified:\n{body}{more}")
 
 
 @tool(group="read")
@@ -87,14 +128,4 @@ def read_reference(ctx: ToolContext, ref: Annotated[str, Field(
     if reference is None:
         raise ToolError(f"{ref!r} was not returned by search_corpus in this call; search first and use an id "
                         "from the results")
-    check = research.verify(reference)
-    if not check.ok:
-        raise ToolError(f"{ref}: cannot be read as recorded ({check.status}: {check.detail})")
-    with _lock:
-        record.read.append(ref)
-    lines = check.text.split("\n")
-    shown = lines[:READ_MAX_LINES]
-    body = "\n".join(f"{n:5d}| {line}" for n, line in enumerate(shown, reference.start_line))
-    more = f"\n[{len(lines) - len(shown)} more lines not shown]" if len(lines) > len(shown) else ""
-    return (f"{reference.framework} {reference.unit_kind} {reference.unit} ({_where(reference)}), "
-            f"sha256 verified:\n{body}{more}")
+    return _read(reference, research, record)
