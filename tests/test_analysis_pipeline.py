@@ -84,6 +84,19 @@ def test_disputed_groups_stop_and_rejected_groups_are_excluded(tmp_path):
     assert [g.status for g in result.groups] == ["disputed"] and result.groups[0].rank is None
 
 
+def test_a_single_finding_is_not_sent_to_the_reviewer(tmp_path):
+    """One finding makes one group whose wish is its own: nothing pooled, nothing to merge, so no reviewer call
+    (a live 1.5B reviewer disputed such a group, giving its wish as the reason, and ended the round)."""
+    exp = make_experiment(tmp_path, {"alpha": "pf"})
+    backend = ScriptedBackend(answers(review="dispute"))  # it would dispute, if it were asked
+    result = Analysis(exp, backend).run()
+    assert [r for r, _ in backend.calls] == ["analyst"]
+    [group] = result.groups
+    assert group.status == "ranked" and group.rank == 1 and "no reviewer call" in group.reason
+    [review] = Ledger(exp.root / "ledger.jsonl").find("review")
+    assert review.role_call == {"role": "reviewer", "skipped": "one finding"}
+
+
 def test_ablation_changes_only_what_the_analyst_is_given(tmp_path):
     exp = make_experiment(tmp_path, {"alpha": "pf"})
     full, abl = ScriptedBackend(answers()), ScriptedBackend(answers())

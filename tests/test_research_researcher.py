@@ -125,3 +125,30 @@ def test_a_repeated_search_reads_the_next_unread_hit(research: Research, tmp_pat
     assert out.read == hits  # reads made for the model are in the search record like any other
     assert "you have read every hit" in shown[3] and "2 references for" in shown[3]
     assert len(out.searches) == 4 and out.outcome == "no_precedent"
+
+
+def test_a_repeated_read_moves_on_to_the_next_unread_hit(research: Research, tmp_path: Path) -> None:
+    """The bundled 1.5B, once it read a hit, read the same one five times over: a repeated read reads the next
+    unread hit of the latest search instead; once all are read it says to answer."""
+    q = "verify completion claim"
+    first: dict[str, str] = {}
+
+    def reply(body: dict) -> dict:  # search, then read its first hit over and over, then answer
+        turn = sum(1 for m in body["messages"] if m["role"] == "tool")
+        if turn == 0:
+            return call("search_corpus", query=q)
+        if turn < 4:
+            first.setdefault("id", _ids_seen(body)[0])
+            return call("read_reference", ref=first["id"])
+        return call("final_answer", questions=[q], references=[], conclusion="nothing handles it")
+
+    script = reply
+    with ScriptedServer(script) as srv:
+        out = research_group(GROUP, tmp_path, _backend(srv), research, transcripts=tmp_path / "tr")
+        shown = [m["content"] for m in srv.requests[-1]["messages"] if m["role"] == "tool"]
+    hits = re.findall(r"id=([0-9a-f]{12})", shown[0])
+    assert first["id"] == hits[0] and "sha256 verified" in shown[1]
+    assert shown[2].startswith(f"You read {hits[0]} already") and f"cite id={hits[1]}" in shown[2]
+    assert "Before accepting a completion claim" in shown[2]  # the next hit's own lines
+    assert "every hit of your searches" in shown[3] and "Answer now" in shown[3]
+    assert out.read == hits

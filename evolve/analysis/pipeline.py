@@ -29,7 +29,17 @@ from validate.evaluate import kill_point
 
 from .evidence import TraceIndex, attribute_spans, check_finding
 from .inputs import pair_inputs
-from .models import Finding, FindingAnswer, Group, GroupDraft, GroupingAnswer, Pair, PairSet, ReviewAnswer
+from .models import (
+    Finding,
+    FindingAnswer,
+    Group,
+    GroupDraft,
+    GroupingAnswer,
+    GroupReview,
+    Pair,
+    PairSet,
+    ReviewAnswer,
+)
 from .pairs import make_pairs
 from .ranking import apply_review, rank, rejected_attempts
 from .records import AnalysisResult, write_records
@@ -234,11 +244,19 @@ class Analysis:
         full = apply_review(drafts, [], findings)  # the grouper's groups plus the findings it left out
         shown = [{"name": g.name, "wish": g.wish, "members": [_brief(findings[m]) for m in g.members]} for g in full]
         drafts = [GroupDraft(name=g.name, wish=g.wish, members=g.members) for g in full]
-        try:
-            res = self._call(self.reviewer, {"groups": shown}, self.exp.root, None, "reviewer")
-            reviews, info = list(ReviewAnswer.model_validate(res.output).reviews), call_info(res)
-        except RoleError as exc:
-            reviews, info = [], error_info(exc)  # no review: every group is disputed and stops here
+        if len(full) == 1 and len(full[0].members) == 1:
+            # One finding, one group: its wish is the finding's own, nothing was pooled, nothing can be merged, so
+            # there is nothing to review (as the grouper is not called for one finding). The bundled 1.5B
+            # reviewer "disputed" such a group with its own wish as the reason, which ended the round for nothing.
+            reviews = [GroupReview(group=full[0].name, verdict="accept", applies_to_all=True, distinct=True,
+                                   reason="one finding: nothing pooled to review (no reviewer call)")]
+            info: dict[str, Any] = {"role": "reviewer", "skipped": "one finding"}
+        else:
+            try:
+                res = self._call(self.reviewer, {"groups": shown}, self.exp.root, None, "reviewer")
+                reviews, info = list(ReviewAnswer.model_validate(res.output).reviews), call_info(res)
+            except RoleError as exc:
+                reviews, info = [], error_info(exc)  # no review: every group is disputed and stops here
         groups = rank(apply_review(drafts, reviews, findings), rejected_attempts(self.led.events))
         self._append(ReviewEvent(key=key, commit=self.commit, reviews=[r.model_dump() for r in reviews],
                                  groups=[g.model_dump() for g in groups], role_call=info))

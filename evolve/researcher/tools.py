@@ -85,22 +85,32 @@ def _hits(query: str, refs: list[Reference]) -> str:
 def _read_for_repeat(query: str, refs: list[Reference], research: Research, record: ResearchRecord) -> str:
     """What a repeated search shows: the best hit this call has not read, read (and hash-checked) for the model;
     the hit list again when every hit was read or none can be read."""
+    problems: list[str] = []
+    nxt = _read_next(refs, research, record, problems)
+    if nxt is not None:
+        ref_id, text = nxt
+        return (f"You searched {query!r} already, so its best hit not read yet was read for you. If it handles "
+                f"the problem, cite id={ref_id} in your answer; otherwise search other words or answer.\n{text}")
+    why = "you have read every hit" if not problems else "; ".join(problems)
+    return (f"You searched {query!r} already ({why}). Search other words, or answer now, citing the ids you "
+            f"read that handle the problem.\n" + _hits(query, refs))
+
+
+def _read_next(refs: list[Reference], research: Research, record: ResearchRecord,
+               problems: list[str] | None = None) -> tuple[str, str] | None:
+    """(id, text) of the best of ``refs`` this call has not read, read now; None when every one is read (or
+    none can be read: each reason goes to ``problems``)."""
     with _lock:
         done = set(record.read)
-    problems = []
     for ref in refs:
         if ref.id in done:
             continue
         try:
-            text = _read(ref, research, record)
+            return ref.id, _read(ref, research, record)
         except ToolError as exc:
-            problems.append(str(exc))
-            continue
-        return (f"You searched {query!r} already, so its best hit not read yet was read for you. If it handles "
-                f"the problem, cite id={ref.id} in your answer; otherwise search other words or answer.\n{text}")
-    why = "you have read every hit" if not problems else "; ".join(problems)
-    return (f"You searched {query!r} already ({why}). Search other words, or answer now, citing the ids you "
-            f"read that handle the problem.\n" + _hits(query, refs))
+            if problems is not None:
+                problems.append(str(exc))
+    return None
 
 
 def _read(reference: Reference, research: Research, record: ResearchRecord) -> str:
@@ -128,4 +138,18 @@ def read_reference(ctx: ToolContext, ref: Annotated[str, Field(
     if reference is None:
         raise ToolError(f"{ref!r} was not returned by search_corpus in this call; search first and use an id "
                         "from the results")
+    with _lock:
+        again = ref in record.read
+    if again:
+        # the bundled 1.5B, once it read a hit, read the same one five times over: a repeated read moves on to
+        # the best unread hit of the latest search that has one (the text it asked for is in its context already)
+        for search in reversed(record.searches):
+            nxt = _read_next(search.references, research, record)
+            if nxt is not None:
+                ref_next, text = nxt
+                return (f"You read {ref} already (its text is above; cite id={ref} if it handles the problem). "
+                        f"The next unread hit of your search {search.query!r} was read for you; cite "
+                        f"id={ref_next} if it handles the problem, or answer now.\n{text}")
+        return (f"You read {ref} already, and every hit of your searches too. Answer now: cite the ids you read "
+                "that handle the problem, or none.")
     return _read(reference, research, record)
