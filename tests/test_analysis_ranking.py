@@ -64,10 +64,18 @@ def test_evidence_refs_are_checked_against_the_trace(tmp_path):
     fixed, notes = attribute_spans(wrong_ep, traces)
     assert check_finding(fixed, traces) == [] and fixed.evidence[0].episode == 1
     assert "a__r2 ep0 step3: step is in episode 1; cited as a__r2 ep1 step3" in notes
-    # a step and a span of different episodes: nothing to trust, the check reports it
+    # a step and a span of different episodes: the one the cited episode agrees with is kept, the other dropped
+    # (the real 1.5B cited "ep1 step3" with a span of episode 0, twice, and lost its finding)
     ep0_span = next(k for k, e in traces["a__r2"].spans.items() if e == 0)
-    torn = FindingAnswer.model_validate(finding_answer("a__r1", "a__r2", 0, step=3, span=ep0_span))
-    assert attribute_spans(torn, traces)[1] == [] and check_finding(torn, traces)
+    torn = FindingAnswer.model_validate(finding_answer("a__r1", "a__r2", 1, step=3, span=ep0_span))
+    assert any("belongs to episode 0, not 1" in p for p in check_finding(torn, traces))
+    fixed, notes = attribute_spans(torn, traces)
+    assert check_finding(fixed, traces) == [] and (fixed.evidence[0].step, fixed.evidence[0].span) == (3, None)
+    assert f"a__r2 ep1 step3 span {ep0_span}: span {ep0_span} (episode 0) is not in episode 1" in notes[0]
+    torn0 = FindingAnswer.model_validate(finding_answer("a__r1", "a__r2", 0, step=3, span=ep0_span))
+    fixed, notes = attribute_spans(torn0, traces)
+    assert check_finding(fixed, traces) == [] and (fixed.evidence[0].step, fixed.evidence[0].span) == (None, ep0_span)
+    assert "step 3 (episode 1) is not in episode 0" in notes[0]
     unknown = FindingAnswer.model_validate(finding_answer("a__r1", "a__r2", 0, behaviour="no.such"))
     assert check_finding(unknown, traces, {"completion.handshake"}) == ["behaviour 'no.such' is not in the Handbook"]
 

@@ -59,8 +59,9 @@ def attribute_spans(answer: FindingAnswer, traces: dict[str, TraceIndex]) -> tup
     citing a span of the pair's other run under the wrong trial is attributed to the run that has it, its
     episode taken from the span, its step kept only where that run has the step in that episode; a reference
     whose episode (one the run has) contradicts its step's (and span's) own episode gets theirs. Returns the
-    corrected copy and one note per correction; a step or span that does not exist, or a step and a span in
-    different episodes, is left for :func:`check_finding` to report."""
+    corrected copy and one note per correction. A step and a span in different episodes, the cited episode
+    agreeing with one of them, keep the one that agrees. A step or span that does not exist, or a step and a span
+    that disagree with each other and with the episode, are left for :func:`check_finding` to report."""
     fixed, notes = answer.model_copy(deep=True), []
     for ref in all_refs(fixed):
         if not ref.span:
@@ -85,8 +86,20 @@ def attribute_spans(answer: FindingAnswer, traces: dict[str, TraceIndex]) -> tup
         key = span_key(ref.span) if ref.span else None
         own = {e for e in (idx.steps.get(ref.step) if ref.step is not None else None,
                            idx.spans.get(key) if key else None) if e is not None}
-        if ref.step is not None and ref.step not in idx.steps or key and key not in idx.spans or len(own) != 1:
-            continue  # a missing step or span, or two that disagree: the check reports it
+        if ref.step is not None and ref.step not in idx.steps or key and key not in idx.spans:
+            continue  # a missing step or span: the check reports it
+        if len(own) == 2 and ref.episode in own:
+            # step and span in different episodes, the cited episode agreeing with one of them: the other is the
+            # slip (the real 1.5B cited "ep1 step3" with a span of episode 0, twice, and lost the finding)
+            before = ref.label()
+            if idx.steps[ref.step] == ref.episode:
+                dropped, ref.span = f"span {ref.span} (episode {idx.spans[key]})", None
+            else:
+                dropped, ref.step = f"step {ref.step} (episode {idx.steps[ref.step]})", None
+            notes.append(f"{before}: {dropped} is not in episode {ref.episode}; cited as {ref.label()}")
+            continue
+        if len(own) != 1:
+            continue  # a step and a span that disagree with each other and with the episode: the check reports it
         if ref.episode not in own:
             before = ref.label()
             ref.episode = own.pop()
