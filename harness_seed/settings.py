@@ -37,6 +37,7 @@ class TmuxSettings(_Section):
     term: str = "xterm-256color"
     history_limit: int = Field(default=10_000_000, ge=1000)
     pane_log: str = "/logs/agent/pane.log"
+    with_environment: bool = True
     max_send_bytes: int = Field(default=16_000, ge=256)
     blocking: bool = False
     blocking_timeout_sec: float = Field(default=180.0, gt=0)

@@ -24,6 +24,8 @@ from typing import Any
 
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_fixed
 
+import trials.harness_api as api
+
 log = logging.getLogger(__name__)
 
 # Exit statuses of the start script (TmuxSession.start) besides 0.
@@ -104,20 +106,30 @@ class TmuxSession:
                             f"{(result.stderr or result.stdout).strip()[:400]}")
         return result
 
+    def creation(self) -> dict[str, Any]:
+        """The settings that make the session (what a sandbox that started it names in its handle)."""
+        return {k: getattr(self.s, k) for k in api.TERMINAL_KEYS}
+
     async def start(self) -> None:
         """Create the session (or adopt a live one of the same name) and wait for the shell's first prompt.
 
-        One command in the sandbox asks whether tmux is there and whether the session is, and creates it if not
-        (each command costs a round trip, about 0.1 s through ``docker exec``, and this is the harness's start);
-        then the pane is read until the login shell has printed something."""
-        logfile = shlex.quote(self.s.pane_log)
-        create = (
-            f"mkdir -p \"$(dirname {logfile})\" && export TERM={shlex.quote(self.s.term)} && "
-            f"tmux start-server \\; set-option -g history-limit {int(self.s.history_limit)} \\; "
-            f"new-session -d -s {self.target} -x {int(self.s.width)} -y {int(self.s.height)} "
-            f"{shlex.quote(self.s.shell)} \\; pipe-pane -t {self.target} {shlex.quote('cat > ' + logfile)}"
-        )
-        result = await self._exec(f"command -v tmux >/dev/null 2>&1 || exit {_NO_TMUX}\n"
+        A session the sandbox started with itself (``env.terminal``, when ``tmux.with_environment``) made with
+        exactly these settings is adopted without a command: the sandbox waited for its prompt. One made with
+        other settings is killed and replaced. Otherwise one command in the sandbox asks whether tmux is there
+        and whether the session is, and creates it if not (each command costs a round trip, about 0.05-0.1 s
+        through ``docker exec``, and this is the harness's start); then the pane is read until the login shell
+        has printed something."""
+        premade = getattr(self.env, "terminal", None)
+        replace = ""
+        if premade:
+            if self.s.with_environment and premade == self.creation():
+                log.info("adopting the tmux session %s the sandbox started", self.name)
+                return
+            if premade.get("session_name") == self.name:  # made with other settings: not ours to adopt
+                log.info("replacing the tmux session %s the sandbox started with other settings", self.name)
+                replace = f"tmux kill-session -t {self.target} 2>/dev/null\n"
+        create = api.tmux_create_command(**self.creation())
+        result = await self._exec(f"command -v tmux >/dev/null 2>&1 || exit {_NO_TMUX}\n{replace}"
                                   f"tmux has-session -t {self.target} 2>/dev/null && exit {_ADOPTED}\n"
                                   f"{create}", check=False)
         if result.returncode == _NO_TMUX:

@@ -19,6 +19,8 @@ from pydantic import BaseModel, Field
 from .endpoints.spec import EndpointSpec, PriceTable
 from .environments.base import Environment, ExecResult
 from .environments.base import attach as attach_environment
+from .terminal import IDENTITY_KEYS as TERMINAL_KEYS
+from .terminal import create_command as tmux_create_command
 
 SPEC_VERSION = 1
 
@@ -130,6 +132,7 @@ def __getattr__(name: str):  # lazy: the client pulls in openai
 
 __all__ = [
     "EPISODE",
+    "TERMINAL_KEYS",
     "TRIAL_ID",
     "AgentOutcome",
     "CostLedger",
@@ -140,5 +143,6 @@ __all__ = [
     "Usage",
     "attach_environment",
     "set_episode",
+    "tmux_create_command",
     "write_json_atomic",
 ]

@@ -1,7 +1,9 @@
 """One trial: sandbox up → agent in its own process group → tests → reward → ``result.json``.
 
 The agent starts through :mod:`trials.launch`: a launcher that has imported the platform and library modules
-already (made while the sandbox starts, or by the previous trial of the slot), one process per trial.
+already (made while the sandbox starts, or by the previous trial of the slot), one process per trial. A sandbox
+that can (docker) starts the harness's tmux session as it starts, when the harness's settings ask for that
+(:mod:`trials.terminal`); the harness adopts it.
 
 Outcome rules (the runner never raises for a bad task; everything lands in ``result.json``):
 - ⊥ (``infra``): the sandbox could not start (``image_build``, ``sandbox``...), the task cannot run in this
@@ -33,7 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import launch
+from . import launch, terminal
 from .agents import AgentSpec, cache_root
 from .endpoints.spec import EndpointSpec
 from .environments.base import Environment
@@ -224,6 +226,8 @@ async def run_trial(task: Any, agent: AgentSpec, endpoint: EndpointSpec | None, 
         t0 = time.monotonic()
         try:
             env = factory(env_kind, task, trial_dir, job_id)
+            if getattr(env, "starts_terminal", False):  # the harness's tmux session starts with the sandbox
+                env.terminal_request = terminal.requested(agent.harness_dir, settings)
             await env.start()
         except InfraError as exc:
             raise _Infra(exc.cause, str(exc), exc.log_path) from exc

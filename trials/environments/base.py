@@ -30,6 +30,12 @@ class Environment(abc.ABC):
     """One sandbox for one trial. All methods are async; ``exec`` runs ``cmd`` with ``bash -c``."""
 
     kind: str = "abstract"
+    # Whether :meth:`start` also starts the terminal in ``terminal_request`` (see trials/terminal.py; the runner
+    # sets the request before ``start``); ``terminal`` is then what was started (its identity), else None.
+    # A harness reads ``terminal`` from the environment it attached to.
+    starts_terminal: bool = False
+    terminal_request: Any = None  # a trials.terminal.TerminalSpec
+    terminal: dict[str, Any] | None = None
 
     @abc.abstractmethod
     async def start(self) -> None:

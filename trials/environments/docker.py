@@ -5,7 +5,9 @@ The FROM line goes through the base-image map (``images.BaseImageMap``) so air-g
 Dockerfile, and builds of one image are serialised with a file lock (threads and processes alike). Containers run
 a bash keeper as pid 1 (the image needs bash, as every exec does), carry ``rise.job`` / ``rise.trial`` labels, get the task's CPU and memory
 limits and no network when ``allow_internet = false``. docker-py is synchronous: every call goes through
-``asyncio.to_thread``. ``docker exec`` has no timeout, so commands run under ``timeout -s KILL`` inside.
+``asyncio.to_thread``. ``docker exec`` has no timeout, so commands run under ``timeout -s KILL`` inside. The
+command that prepares the container's folders also starts the harness's tmux session when the runner asked for
+one (``terminal_request``, see ``trials/terminal.py``): the harness adopts it instead of paying round trips.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Self
 
+from .. import terminal
 from ..errors import EnvironmentBuildError, InfraError, SandboxError
 from .archive import split_sandbox_path, unpack_single, upload_payload
 from .base import Environment, ExecResult
@@ -95,6 +98,7 @@ class DockerEnvironment(Environment):
     """A Docker container for one trial (see the module docstring)."""
 
     kind = "docker"
+    starts_terminal = True
 
     def __init__(self, task: Any, trial_dir: str | os.PathLike, job_id: str | None = None,
                  base_image_map: BaseImageMap | None = None, client: Any = None):
@@ -217,10 +221,20 @@ class DockerEnvironment(Environment):
         except Exception as exc:
             raise SandboxError(f"starting a container of {self.image} failed: {exc}") from exc
         self.container_id = self._container.id
-        res = await self.exec("mkdir -p /logs/verifier /logs/agent " + shlex.quote(self.workdir), cwd="/")
-        if not res.ok:
+        # One docker exec: the folders, and the harness's terminal when it asked for one (trials/terminal.py).
+        script = "mkdir -p /logs/verifier /logs/agent " + shlex.quote(self.workdir) + " || exit 1\n"
+        spec = self.terminal_request
+        if spec is not None:
+            script += terminal.start_script(spec, self.workdir)
+        res = await self.exec(script, cwd="/")
+        if spec is not None and res.returncode == terminal.NOT_STARTED:  # the harness starts its own
+            log.warning("%s: the terminal was not started with the sandbox: %s", self.trial_dir.name,
+                        (res.stderr or res.stdout).strip()[:300] or "tmux is missing")
+        elif not res.ok:
             await self.stop()
             raise SandboxError(f"the container of {self.image} cannot run bash: {res.stderr or res.stdout}")
+        elif spec is not None:
+            self.terminal = spec.identity()
 
     async def stop(self) -> None:
         if not self._owner or self.container_id is None:
@@ -236,7 +250,7 @@ class DockerEnvironment(Environment):
     def handle(self) -> dict[str, Any]:
         return {"kind": self.kind, "container_id": self.container_id, "image": self.image,
                 "workdir": self.workdir, "env": self.env, "trial_dir": str(self.trial_dir),
-                "job_id": self.job_id}
+                "job_id": self.job_id, "terminal": self.terminal}
 
     @classmethod
     def attach(cls, handle: dict[str, Any]) -> DockerEnvironment:
@@ -251,6 +265,7 @@ class DockerEnvironment(Environment):
         env.env = dict(handle.get("env") or {})
         env.image = handle.get("image")
         env.container_id = handle["container_id"]
+        env.terminal = handle.get("terminal")
         env._client = None
         env._container = None
         env._owner = False
