@@ -166,3 +166,19 @@ def test_the_last_turn_offers_only_the_answer(workspace: Path, tmp_path: Path) -
         offered = [[t["function"]["name"] for t in r["tools"]] for r in srv.requests]
     assert result.output.model_dump() == GOOD
     assert "read_file" in offered[0] and "read_file" in offered[1] and offered[2] == ["final_answer"]
+
+
+def test_an_invalid_answer_at_the_last_turn_still_gets_its_corrective_turns(workspace: Path, tmp_path: Path) -> None:
+    """The real 1.5B researcher, made to answer at its last turn, gave an invalid answer; the call then died on the
+    request limit. The answer-only turn is followed by up to corrective_turns more requests."""
+    role = get_role("explorer")
+    role = role.model_copy(update={"limits": role.limits.model_copy(update={"max_turns": 3, "corrective_turns": 1})})
+    bad = {k: v for k, v in GOOD.items() if k != next(iter(GOOD))}  # a required field left out
+    script = [call("list_dir", path="."), call("read_file", path="a.txt"), call("final_answer", **bad),
+              call("final_answer", **GOOD)]
+    with ScriptedServer(script) as srv:
+        result = run_role(role, {"question": "q"}, workspace, backend(srv), transcripts=tmp_path / "tr")
+        offered = [[t["function"]["name"] for t in r["tools"]] for r in srv.requests]
+    assert result.output.model_dump() == GOOD and len(srv.requests) == 4
+    assert offered[2] == offered[3] == ["final_answer"]  # no reading in the corrective turn either
+    assert "corrective_turn" in kinds(result.transcript)

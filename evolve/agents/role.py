@@ -16,7 +16,8 @@ class Limits(BaseModel):
     """Bounds of one role call. ``max_usd`` is checked against the budget before the call and after it."""
 
     model_config = ConfigDict(extra="forbid")
-    max_turns: int = Field(default=12, ge=1, description="model requests in one call, corrective turns included")
+    max_turns: int = Field(default=12, ge=1, description="model requests in one call; from the last one only the answer "
+                           "is offered, with up to corrective_turns more requests to correct it")
     max_output_tokens: int = Field(default=1024, ge=1, description="max_tokens of each model request")
     deadline_s: float = Field(default=300.0, gt=0, description="wall clock for the whole call; then killed")
     max_usd: float | None = Field(default=None, ge=0, description="dollars one call may cost")

@@ -104,7 +104,11 @@ class OpenAIBackend:
                                  f"(so far {job.ctx.usage.tool_calls}); read the files first")
             return output
 
-        usage_limits = UsageLimits(request_limit=limits.max_turns, total_tokens_limit=self._token_cap(limits))
+        # max_turns requests, the last of them offering only the answer; an invalid answer there still gets its
+        # corrective turns (the real 1.5B researcher, made to answer at its 10th request, wrote an answer the
+        # validator sent back and the call died on the request limit with nothing kept)
+        usage_limits = UsageLimits(request_limit=limits.max_turns + limits.corrective_turns,
+                                   total_tokens_limit=self._token_cap(limits))
         transcript = job.ctx.transcript
         with capture_run_messages() as messages:
             try:
