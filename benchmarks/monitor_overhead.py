@@ -1,6 +1,7 @@
 """What the runtime monitor costs per span, against the bare OpenTelemetry SDK in the same run.
 
-    python benchmarks/monitor_overhead.py [--calls 5000] [--rounds 3] [--steps 10] [--no-trial] [--quick]
+    python benchmarks/monitor_overhead.py [--calls 5000] [--rounds 3] [--steps 10] [--by-boundary] [--no-trial]
+                                          [--quick]
 
 1. In a trial (the goal's measure): the seed harness solves a starter task in this process (scripted model over
    real HTTP, local bwrap sandbox, real tmux), once bare, once with bare OpenTelemetry SDK spans at the same
@@ -11,6 +12,7 @@
 2. Per call, by workload: seed functions that are boundaries, with realistic arguments (a 24 KB terminal
    capture, a JSON reply, a ParseResult), timed bare and instrumented in a tight loop, split into the
    harness's thread and the writer's work; the bare SDK span for reference.
+   With ``--by-boundary`` the same per boundary: where a span's cost goes.
 3. Trial share: the monitor's measured time as a share of the instrumented trial's wall time, and the wall
    times of the bare and instrumented trials next to the spread between the bare rounds.
 Goal (issue 18): ≤ 30 µs per span in a trial; ≤ 1% of the trial's wall time.
@@ -28,6 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from _support import REPO, quick_flag, require_sandbox, seed_trial, terminus_reply
 
@@ -142,26 +145,32 @@ class _BareSdk(Instrumentation):
         handle.__exit__(type(exc), exc, exc.__traceback__)
 
 
-def _timed(fn, spent: list):
-    """``fn`` wrapped to add its CPU time on this thread to ``spent[0]`` and count its calls in ``spent[1]``."""
+def _timed(fn, spent: list, by_site: dict | None = None):
+    """``fn`` wrapped to add its CPU time on this thread to ``spent[0]`` and count its calls in ``spent[1]``
+    (with ``by_site``: also its seconds per boundary, the hook's first argument being the site)."""
 
     def timed(*a):
         t0 = _cpu()
         try:
             return fn(*a)
         finally:
-            spent[0] += _cpu() - t0
+            d = _cpu() - t0
+            spent[0] += d
             spent[1] += 1
+            if by_site is not None:
+                per = by_site.setdefault(a[0].target, [0.0, 0])
+                per[0] += d
+                per[1] += 1
 
     return timed
 
 
-def _time_hooks(inst: Instrumentation, spent: list) -> None:
+def _time_hooks(inst: Instrumentation, spent: list, by_site: dict | None = None) -> None:
     """Time every span hook of ``inst`` into ``spent``. CPU time of the thread, not wall time: other processes
     on a shared machine and the other threads of the trial (the scripted server, the span writer) do not count
     as the hook's."""
     for hook in ("_enter", "_leave", "_leave_error"):
-        setattr(inst, hook, _timed(getattr(inst, hook), spent))
+        setattr(inst, hook, _timed(getattr(inst, hook), spent, by_site))
 
 
 def timer_overhead(calls: int = 20000) -> float:
@@ -191,11 +200,16 @@ def _solver(steps: int = STEPS):
                    terminus_reply(complete=True), terminus_reply(complete=True)]
 
 
-async def _trial(work: Path, kind: str, overhead: float = 0.0, steps: int = STEPS) -> dict[str, float]:
+async def _trial(work: Path, kind: str, overhead: float = 0.0, steps: int = STEPS,
+                 by_boundary: bool = False) -> dict[str, Any]:
     """One trial: kind is bare, sdk (bare SDK spans) or monitor. Wall, spans, hook and writer CPU seconds
-    (``overhead``: seconds per hook call that the timing itself costs, subtracted)."""
+    (``overhead``: seconds per hook call that the timing itself costs, subtracted); with ``by_boundary`` also
+    the hooks' seconds per boundary and the writer's per span name (timing each span on the writer thread
+    adds its own clock reads to the writer's total)."""
     spent, writer_cpu = [0.0, 0], [0.0]
     state: dict = {}
+    hooks_by: dict[str, list[float]] = {}  # boundary -> [seconds of its hooks on the harness's thread, calls]
+    writer_by: dict[str, list[float]] = {}  # span name -> [writer seconds redacting and encoding it, spans]
 
     @contextlib.contextmanager
     def around():
@@ -220,9 +234,22 @@ async def _trial(work: Path, kind: str, overhead: float = 0.0, steps: int = STEP
                     writer_cpu[0] += _cpu() - t0
 
             sink._write = timed_write
+            line = sink._line
+
+            def timed_line(span, _l=line):  # one span's redaction + encoding on the writer thread
+                t0 = _cpu()
+                try:
+                    return _l(span)
+                finally:
+                    per = writer_by.setdefault(span.name, [0.0, 0])
+                    per[0] += _cpu() - t0
+                    per[1] += 1
+
+            if by_boundary:
+                sink._line = timed_line
             tracer = make_tracer(config.backend, sink.submit)
             inst = state["inst"] = Instrumentation("harness_seed", config, tracer, redactor, defer_redaction=True)
-        _time_hooks(inst, spent)
+        _time_hooks(inst, spent, hooks_by if by_boundary else None)
         inst.apply()
         try:
             yield
@@ -234,17 +261,39 @@ async def _trial(work: Path, kind: str, overhead: float = 0.0, steps: int = STEP
     _, wall = await seed_trial(_solver(steps), work / kind, around=around)
     spans = state["sink"].spans_written if "sink" in state else getattr(state.get("inst"), "spans", 0)
     hooks = max(spent[0] - spent[1] * overhead, 0.0)
-    return {"wall": wall, "spans": spans, "hooks_sec": hooks, "hook_calls": spent[1], "writer_sec": writer_cpu[0]}
+    by = {"hooks_by": {k: [max(sec - n * overhead, 0.0), n] for k, (sec, n) in hooks_by.items()},
+          "writer_by": writer_by} if by_boundary else {}
+    return {"wall": wall, "spans": spans, "hooks_sec": hooks, "hook_calls": spent[1], "writer_sec": writer_cpu[0],
+            **by}
 
 
-def in_trial(work: Path, rounds: int, steps: int = STEPS) -> dict[str, list[dict[str, float]]]:
+def in_trial(work: Path, rounds: int, steps: int = STEPS, by_boundary: bool = False) -> dict[str, list[dict]]:
     asyncio.run(seed_trial(_solver(steps), work / "warmup"))  # imports, sandbox caches: not the monitor's
-    runs: dict[str, list[dict[str, float]]] = {"bare": [], "sdk": [], "monitor": []}
+    runs: dict[str, list[dict]] = {"bare": [], "sdk": [], "monitor": []}
     for r in range(rounds):
         overhead = timer_overhead()
         for kind, done in runs.items():
-            done.append(asyncio.run(_trial(work / f"r{r}", kind, overhead, steps)))
+            done.append(asyncio.run(_trial(work / f"r{r}", kind, overhead, steps, by_boundary)))
     return runs
+
+
+def report_by_boundary(runs: dict[str, list[dict]]) -> None:
+    """Where a span's cost goes, per boundary (the best round of each kind, as in the summary): µs per span on
+    the harness's thread (the monitor's and the bare SDK's hooks) and on the writer thread (redaction and
+    encoding of that span). Spans per boundary are the monitor's; the scripted trial makes the same spans for
+    the SDK."""
+    ours = min(runs["monitor"], key=_per_span_us)
+    sdk = min(runs["sdk"], key=_per_span_us)
+    writer = ours["writer_by"]
+    print("  per boundary, µs per span (monitor hooks | bare SDK hooks | monitor writer), by total cost:")
+    rows = []
+    for target, (sec, _calls) in ours["hooks_by"].items():
+        spans = writer.get(target, [0.0, 0])[1] or 1
+        w = writer.get(target, [0.0, 0])[0]
+        rows.append((sec + w, target, spans, sec / spans * 1e6,
+                     sdk["hooks_by"].get(target, [0.0, 0])[0] / spans * 1e6, w / spans * 1e6))
+    for _total, target, spans, hook, bare, w in sorted(rows, reverse=True):
+        print(f"    {target:44s} {spans:4d} spans  {hook:6.1f} | {bare:6.1f} | {w:6.1f}")
 
 
 def _per_span_us(run: dict[str, float]) -> float:
@@ -285,10 +334,12 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=STEPS, help="look-around episodes before the solving one")
     parser.add_argument("--no-trial", action="store_true", help="skip the trials (they need tmux + bwrap)")
     parser.add_argument("--json", action="store_true", help="also print the raw trial figures as JSON")
+    parser.add_argument("--by-boundary", action="store_true",
+                        help="also break the trial's cost down by boundary (adds clock reads to the writer's total)")
     quick_flag(parser)
     args = parser.parse_args()
     if args.quick:
-        args.calls, args.rounds, args.steps = 200, 1, 1
+        args.calls, args.rounds, args.steps, args.by_boundary = 200, 1, 1, True
     if not args.no_trial:
         require_sandbox()
     import harness_seed  # noqa: F401  (imported before instrumenting, as monitor.host does)
@@ -298,8 +349,10 @@ def main() -> int:
     trivial = RecordingConfig.from_toml('[[boundary]]\ntarget = "observation:limit_output"\n')
     try:
         if not args.no_trial:
-            runs = in_trial(out, args.rounds, args.steps)
+            runs = in_trial(out, args.rounds, args.steps, args.by_boundary)
             report_trial(runs)
+            if args.by_boundary:
+                report_by_boundary(runs)
             if args.json:
                 print(json.dumps(runs, indent=1))
         print(f"per call, CPU µs ({args.calls} calls, best of 5, tight loop: warm caches, unlike a trial)")
