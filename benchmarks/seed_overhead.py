@@ -11,8 +11,9 @@ commands that wait ``--duration`` seconds.
 Then the phases of whole trials through the real runner (``trials.runner.run_trial``, the seed agent launched
 as the evaluator launches it, through ``monitor.host`` in its own process), ``--trials`` times: one command
 that waits 1 s, then the completion handshake, against a scripted model answering at once. Phases: environment
-start; harness start (the agent process spawned → the loop's first prompt: interpreter, imports, attaching,
-the tmux session, the first screen); the loop (first prompt → last step), its model wait and its own overhead;
+start (docker: with the harness's tmux session, see trials/terminal.py); harness start (the agent process
+spawned → the loop's first prompt: interpreter, imports, attaching, the tmux session (docker: adopted), the
+first screen); the loop (first prompt → last step), its model wait and its own overhead;
 harness end (last step → the process has exited); verifier; stop. The agent phase's own overhead is the agent
 phase minus model wait; the issue's target is at most 0.8 s above the loop's (loop minus model wait).
 
