@@ -38,6 +38,21 @@ def test_read_file_lines_and_list_dir(ctx: ToolContext) -> None:
     assert use(ctx, "list_dir").splitlines() == ["greet__r1/", "notes.txt (17 bytes)"]
 
 
+def test_a_repeated_read_moves_on_until_the_file_changes(ctx: ToolContext) -> None:
+    """The bundled 1.5B implementer read line 1 of a file 16 times in a row: the same read of an unchanged file
+    shows the lines after it, then says it was all read; a changed file is shown again."""
+    assert use(ctx, "read_file", path="notes.txt", start=1, end=1) == \
+        "notes.txt (lines 1-1 of 3)\n1: alpha\n(2 more line(s) after line 1: leave out end to read to the end)"
+    again = use(ctx, "read_file", path="notes.txt", start=1, end=1)
+    assert again.startswith("You read notes.txt lines 1-1 already") and again.endswith("2: beta\n3: gamma")
+    assert "already and the file has not changed" in use(ctx, "read_file", path="notes.txt", start=2)
+    assert "already" in use(ctx, "read_file", path="notes.txt", start=1, end=1)  # now all of it was read
+    import os
+    (ctx.workspace / "notes.txt").write_text("alpha\nBETA\ngamma\n")
+    os.utime(ctx.workspace / "notes.txt", ns=(1, 10**18))  # a changed file, whatever the clock's resolution
+    assert use(ctx, "read_file", path="notes.txt", start=2, end=2).startswith("notes.txt (lines 2-2 of 3)\n2: BETA")
+
+
 def test_grep_reports_file_and_line(ctx: ToolContext) -> None:
     assert use(ctx, "grep", pattern="^gam", path=".") == "notes.txt:3: gamma"
     assert use(ctx, "grep", pattern="(unclosed").startswith("error: invalid regular expression")

@@ -28,10 +28,22 @@ def read_file(ctx: ToolContext,
     stop = len(lines) if end is None else min(end, len(lines))
     if start > max(len(lines), 1):
         raise ToolError(f"{path!r} has {len(lines)} lines; start={start} is past the end")
+    # A small model repeats itself: the bundled 1.5B implementer read line 1 of settings.toml 16 times in a row.
+    # The same read of an unchanged file moves on to the lines after it instead of showing them again.
+    seen = ctx.extra.setdefault("read_file_seen", set())
+    key = (str(target), start, stop, target.stat().st_mtime_ns)
+    note = ""
+    if key in seen:
+        if stop >= len(lines):
+            return (f"You read {path} lines {start}-{stop} already and the file has not changed since (it ends "
+                    f"at line {len(lines)}). Use what you read: act on it, or answer.")
+        note = f"You read {path} lines {start}-{stop} already (unchanged); the lines after them follow.\n"
+        start, stop = stop + 1, len(lines)
+    seen.add((str(target), start, stop, key[3]))
     body = "\n".join(f"{n}: {lines[n - 1]}" for n in range(start, stop + 1))
     more = len(lines) - stop
     hint = f"\n({more} more line(s) after line {stop}: leave out end to read to the end)" if more > 0 else ""
-    return f"{path} (lines {start}-{stop} of {len(lines)})\n{body}{hint}"
+    return f"{note}{path} (lines {start}-{stop} of {len(lines)})\n{body}{hint}"
 
 
 @tool(group="read")
