@@ -52,6 +52,15 @@ def analyze(exp, *args: str, recordings: Path = RECORDINGS, timeout: float = 300
                           timeout=timeout, env=env)
 
 
+def researcher_inputs_by_group(result: dict) -> dict[str, dict]:
+    """The researcher's inputs for every ranked group of an analysis.json."""
+    from evolve.analysis.models import Group
+    from evolve.researcher import inputs_from_group
+
+    return {g["name"]: inputs_from_group(Group.model_validate(g)).model_dump(mode="json")
+            for g in result["groups"] if g.get("rank")}
+
+
 def record(base_url: str, work: Path, corpus: Path = CORPUS, recordings: Path = RECORDINGS,
            tasks: list[str] = DEMO_TASKS) -> None:
     """Make the recordings and expected.json again against a running bundled server (not a test: run
@@ -78,6 +87,7 @@ def record(base_url: str, work: Path, corpus: Path = CORPUS, recordings: Path = 
 
         top = Group.model_validate(min(ranked, key=lambda g: g["rank"]))
         expected["researcher_inputs"] = inputs_from_group(top).model_dump(mode="json")
+        expected["researcher_inputs_by_group"] = researcher_inputs_by_group(result)
     shutil.rmtree(recordings, ignore_errors=True)
     shutil.copytree(fresh, recordings)
     (recordings / "expected.json").write_text(json.dumps(expected, indent=1) + "\n")

@@ -11,7 +11,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.test_analysis_bundled_replay import DATA, analyze, kill_after_first_finding_then_resume, make_demo
+from tests.test_analysis_bundled_replay import (
+    DATA,
+    analyze,
+    kill_after_first_finding_then_resume,
+    make_demo,
+    researcher_inputs_by_group,
+)
 
 WIDE_CORPUS = DATA / "trials" / "bundled-1.5b-wide"
 WIDE_RECORDINGS = DATA / "recordings" / "bundled-1.5b-wide"
@@ -28,6 +34,7 @@ def test_the_wide_real_analysis_replays_with_two_flipping_tasks(tmp_path: Path) 
     assert [e["kind"] for e in events if ":analysis" in e["key"]] == expected["kinds"]
     result = json.loads((exp.root / "rounds" / "r01" / "analysis" / "analysis.json").read_text())
     assert [g["name"] for g in result["groups"]] == expected["groups"]
+    assert researcher_inputs_by_group(result) == expected["researcher_inputs_by_group"]  # the researcher's
     assert len(result["findings"]) == expected["findings"]
     for line in expected["stdout_lines"]:
         assert line in out.stdout
