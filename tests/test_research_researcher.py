@@ -152,3 +152,30 @@ def test_a_repeated_read_moves_on_to_the_next_unread_hit(research: Research, tmp
     assert "Before accepting a completion claim" in shown[2]  # the next hit's own lines
     assert "every hit of your searches" in shown[3] and "Answer now" in shown[3]
     assert out.read == hits
+
+
+def test_a_read_reference_the_conclusion_names_is_cited(research: Research, tmp_path: Path) -> None:
+    """The bundled 1.5B read OpenHands' TaskManager._run_until_finished, wrote in its conclusion that it handles the
+    problem, and listed no reference: a reference the call read and whose unit the conclusion names is cited, with
+    the sentence that names it; one only searched, never read, is not."""
+    def reply(body: dict) -> dict:
+        turn = sum(1 for m in body["messages"] if m["role"] == "tool")
+        if turn == 0:
+            return call("search_corpus", query="verify completion claim")
+        ids = _ids_seen(body)
+        if turn == 1:
+            return call("read_reference", ref=ids[0])
+        return call("final_answer", questions=["q"], references=[], conclusion=(
+            "Both frameworks confirm first. The finish function asks the model once, then runs the checks! "
+            "complete_task does the same."))
+
+    with ScriptedServer(reply) as srv:
+        out = research_group(GROUP, tmp_path, _backend(srv), research, transcripts=tmp_path / "tr")
+    read = out.searches[0].references[0]
+    assert out.read == [read.id] and read.unit in ("finish", "complete_task")
+    [cited] = out.references
+    assert cited.reference.id == read.id and cited.from_conclusion and cited.verification.status == "match"
+    expected = ("The finish function asks the model once, then runs the checks!" if read.unit == "finish"
+                else "complete_task does the same.")
+    assert cited.note.how == expected
+    assert out.outcome == "references" and out.statement.endswith("(1 named in the conclusion, not listed)")

@@ -11,6 +11,7 @@ as rejected. No valid reference is the explicit outcome "no precedent found, loc
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -67,6 +68,8 @@ class CitedReference(BaseModel):
     reference: Reference
     note: DesignNote
     verification: Verification
+    from_conclusion: bool = Field(False, description="cited because the conclusion names this read reference's "
+                                                     "unit, not listed in the answer's references")
 
 
 class Rejected(BaseModel):
@@ -125,7 +128,46 @@ def judge(answer: ResearcherAnswer, record: ResearchRecord, research: Research) 
             rejected.append(Rejected(ref=note.ref, reason=f"{check.status}: {check.detail}"))
             continue
         cited.append(CitedReference(reference=ref, note=note, verification=check.model_copy(update={"text": ""})))
+    for ref, sentence in named_in_conclusion(answer.conclusion, record, seen):
+        check = research.verify(ref)
+        if check.ok:
+            note = DesignNote(ref=ref.id, how=sentence)
+            cited.append(CitedReference(reference=ref, note=note, from_conclusion=True,
+                                        verification=check.model_copy(update={"text": ""})))
     return cited, rejected
+
+
+_MIN_NAME = 6  # a shorter unit name ("run", "step") is too common to stand for one reference
+
+
+def named_in_conclusion(conclusion: str, record: ResearchRecord, cited: set[str]) -> list[tuple[Reference, str]]:
+    """References this call READ whose unit the conclusion names (its qualified name, or the last part of it when
+    that is distinctive), each with the sentence that names it. The bundled 1.5B read OpenHands'
+    ``TaskManager._run_until_finished``, wrote that it handles the problem, and left ``references`` empty: the
+    model's own words cite it. A reference only searched, never read, is not taken this way."""
+    found = record.found()
+    sentences = [t.strip() for t in re.split(r"(?<=[.!?])\s+", conclusion) if t.strip()]
+    out: list[tuple[Reference, str]] = []
+    for ref_id in dict.fromkeys(record.read):
+        ref = found.get(ref_id)
+        if ref is None or ref_id in cited or not ref.unit:
+            continue
+        names = {ref.unit, ref.unit.rsplit(".", 1)[-1]}
+        pattern = re.compile("|".join(rf"(?<![\w.]){re.escape(n)}(?!\w)" for n in sorted(names, key=len, reverse=True)
+                                      if len(n) >= _MIN_NAME and not n.startswith("<")))
+        if not pattern.pattern:
+            continue
+        hit = next((t for t in sentences if pattern.search(t)), None)
+        if hit is not None and len(hit) >= 10:
+            cited.add(ref_id)
+            out.append((ref, hit))
+    return out
+
+
+def _statement(cited: list[CitedReference]) -> str:
+    named = sum(c.from_conclusion for c in cited)
+    text = f"{len(cited)} references from {len({c.reference.framework for c in cited})} frameworks"
+    return text + (f" ({named} named in the conclusion, not listed)" if named else "")
 
 
 def research_group(inputs: ResearcherInputs | dict[str, Any], workspace: str | Path, backend: Backend,
@@ -147,8 +189,7 @@ def research_group(inputs: ResearcherInputs | dict[str, Any], workspace: str | P
     cited, rejected = judge(answer, record, research)
     return ResearchOutcome(
         group=data.group, wish=data.wish, outcome="references" if cited else "no_precedent",
-        statement=f"{len(cited)} references from {len({c.reference.framework for c in cited})} frameworks"
-        if cited else NO_PRECEDENT,
+        statement=_statement(cited) if cited else NO_PRECEDENT,
         questions=answer.questions, conclusion=answer.conclusion, references=cited, rejected=rejected,
         searches=record.searches, read=record.read, call_id=result.call_id, transcript=str(result.transcript),
         cost=result.cost)
