@@ -103,7 +103,7 @@ RESEARCHER = register_role(Role(
     output=ResearcherAnswer,
     inputs=ResearcherInputs,
     tools=(search_corpus.__name__, read_reference.__name__),
-    limits=Limits(max_turns=10, max_output_tokens=1200, deadline_s=2400, corrective_turns=2, min_tool_calls=2,
+    limits=Limits(max_turns=10, max_output_tokens=1024, deadline_s=2400, corrective_turns=2, min_tool_calls=2,
                   tool_output_chars=6000),
 ))
 
