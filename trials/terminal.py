@@ -52,7 +52,7 @@ class TerminalSpec(BaseModel):
 
     def identity(self) -> dict[str, Any]:
         """What makes the session: the handle's ``terminal``, compared by the harness with its own settings."""
-        return self.model_dump(exclude={"startup_timeout_sec"})
+        return {k: getattr(self, k) for k in IDENTITY_KEYS}
 
 
 IDENTITY_KEYS = tuple(k for k in TerminalSpec.model_fields if k != "startup_timeout_sec")

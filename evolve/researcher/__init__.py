@@ -140,26 +140,25 @@ def judge(answer: ResearcherAnswer, record: ResearchRecord, research: Research) 
 _MIN_NAME = 6  # a shorter unit name ("run", "step") is too common to stand for one reference
 
 
-def named_in_conclusion(conclusion: str, record: ResearchRecord, cited: set[str]) -> list[tuple[Reference, str]]:
-    """References this call READ whose unit the conclusion names (its qualified name, or the last part of it when
-    that is distinctive), each with the sentence that names it. The bundled 1.5B read OpenHands'
-    ``TaskManager._run_until_finished``, wrote that it handles the problem, and left ``references`` empty: the
-    model's own words cite it. A reference only searched, never read, is not taken this way."""
+def named_in_conclusion(conclusion: str, record: ResearchRecord, listed: set[str]) -> list[tuple[Reference, str]]:
+    """References this call READ, not already ``listed`` in the answer, whose unit the conclusion names (its
+    qualified name, or the last part of it when that is distinctive), each with the sentence that names it. The
+    bundled 1.5B read OpenHands' ``TaskManager._run_until_finished``, wrote that it handles the problem, and left
+    ``references`` empty: the model's own words cite it. A reference only searched, never read, is not taken."""
     found = record.found()
     sentences = [t.strip() for t in re.split(r"(?<=[.!?])\s+", conclusion) if t.strip()]
     out: list[tuple[Reference, str]] = []
     for ref_id in dict.fromkeys(record.read):
         ref = found.get(ref_id)
-        if ref is None or ref_id in cited or not ref.unit:
+        if ref is None or ref_id in listed or not ref.unit:
             continue
-        names = {ref.unit, ref.unit.rsplit(".", 1)[-1]}
-        pattern = re.compile("|".join(rf"(?<![\w.]){re.escape(n)}(?!\w)" for n in sorted(names, key=len, reverse=True)
-                                      if len(n) >= _MIN_NAME and not n.startswith("<")))
-        if not pattern.pattern:
+        names = sorted({n for n in (ref.unit, ref.unit.rsplit(".", 1)[-1])
+                        if len(n) >= _MIN_NAME and not n.startswith("<")}, key=len, reverse=True)
+        if not names:
             continue
+        pattern = re.compile("|".join(rf"(?<![\w.]){re.escape(n)}(?!\w)" for n in names))
         hit = next((t for t in sentences if pattern.search(t)), None)
         if hit is not None and len(hit) >= 10:
-            cited.add(ref_id)
             out.append((ref, hit))
     return out
 
