@@ -25,3 +25,17 @@ def pytest_runtest_makereport(item, call):
             return
         report.outcome = "failed"
         report.longrepr = f"skipped while RISE_REQUIRE_PARTS=1 (a required part is missing): {reason}"
+
+
+@pytest.fixture
+def flaky_server():
+    """The ``rise evolve`` tests' agent model: tests/test_evolve_support.py's FlakyClaimer over real HTTP (a
+    ScriptedServer); skips, naming the part, where tmux or bubblewrap is missing."""
+    from tests.fakes.openai_server import ScriptedServer
+    from tests.test_controller_support import parts_missing
+    from tests.test_evolve_support import FlakyClaimer
+
+    if (why := parts_missing()):
+        pytest.skip(why)
+    with ScriptedServer(FlakyClaimer(), model="scripted") as srv:
+        yield srv

@@ -3,6 +3,9 @@ the test doubles of tests/test_evolve_support.py (scripted role backend, real sm
 
     python -m tests.evolve_driver RUNS NAME CALLS_LOG ROUNDS MECHANISM
 
+MECHANISM ``replayed``: the round of tests/test_evolve_replayed_round.py instead (every role but the scripted
+implementer replays the recorded real run; research on, over the default corpus).
+
 ``RISE_TEST_KILL_AT=<stage>`` in the environment kills it at that stage (validate.evaluate.kill_point)."""
 
 from __future__ import annotations
@@ -18,6 +21,14 @@ def main(argv: list[str]) -> int:
 
     runs, name, calls, rounds, mech = argv
     exp = open_experiment(name, Path(runs))
+    if mech == "replayed":
+        from tests.test_evolve_replayed_round import BUILT, RECORDINGS, default_corpus, factory
+
+        implementer = ScriptedRoles({}, Path(calls), run_check=(), build_as=BUILT)
+        report = Evolution(exp, EvolveOptions(rounds=int(rounds), resume=True), factory(RECORDINGS, implementer),
+                           checks=repairing_checks(set()), research=default_corpus()).run()
+        print("STOPPED", report.stopped, "ADOPTED", [r["adopted"] for r in report.rounds])
+        return 0 if report.final else 3
     proposal = {"verify-completion": VERIFY, "keystroke-trim": TRIM}[mech]
     roles = ScriptedRoles({n: [proposal] for n in range(1, int(rounds) + 1)}, Path(calls), run_check=())
     report = Evolution(exp, EvolveOptions(rounds=int(rounds), resume=True, external_research=False), roles,

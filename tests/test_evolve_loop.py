@@ -20,12 +20,9 @@ from evolve.agents import read_transcript
 from evolve.cli import app
 from evolve.evolve_loop import Evolution, EvolveOptions
 from evolve.report import write_report
-from tests.fakes.openai_server import ScriptedServer
-from tests.test_controller_support import parts_missing
 from tests.test_evolve_support import (
     TRIM,
     VERIFY,
-    FlakyClaimer,
     ScriptedRoles,
     calls_logged,
     make_experiment,
@@ -35,17 +32,10 @@ from tests.test_evolve_support import (
 pytestmark = [pytest.mark.tmux, pytest.mark.sandbox]
 
 
-@pytest.fixture
-def server():
-    if (why := parts_missing()):
-        pytest.skip(why)
-    with ScriptedServer(FlakyClaimer(), model="scripted") as srv:
-        yield srv
-
 
 @pytest.mark.timeout(1200)  # 2.5-5 min on this shared 2-core machine; room for a loaded CI host
-def test_two_rounds_harmful_rejected_then_verification_adopted_and_graded(tmp_path, server):
-    exp = make_experiment(tmp_path / "runs", server.base_url)
+def test_two_rounds_harmful_rejected_then_verification_adopted_and_graded(tmp_path, flaky_server):
+    exp = make_experiment(tmp_path / "runs", flaky_server.base_url)
     roles = ScriptedRoles({1: [TRIM], 2: [VERIFY]}, tmp_path / "calls.log")
     report = Evolution(exp, EvolveOptions(rounds=2, external_research=False), roles,
                        checks=repairing_checks({"verify-completion"})).run()

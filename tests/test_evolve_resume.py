@@ -6,9 +6,6 @@ call has a transcript, every trial a ``trial_done`` event; after the kills and r
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,9 +13,12 @@ import pytest
 from evolve.agents import read_transcript
 from evolve.candidates import set_toml_value
 from evolve.evolve_loop import Evolution, EvolveOptions
-from tests.fakes.openai_server import ScriptedServer
-from tests.test_controller_support import parts_missing
-from tests.test_evolve_support import FlakyClaimer, ScriptedRoles, calls_logged, make_experiment
+from tests.test_evolve_support import (
+    ScriptedRoles,
+    calls_logged,
+    kill_at_each_stage_then_resume,
+    make_experiment,
+)
 
 pytestmark = [pytest.mark.tmux, pytest.mark.sandbox]
 REPO = Path(__file__).resolve().parents[1]
@@ -27,13 +27,6 @@ STAGES = ["reference:trial@2", "analysis-finding", "evolve-proposal", "evolve-im
           "evaluation:trial@2", "evolve-grade"]
 
 
-@pytest.fixture
-def server():
-    if (why := parts_missing()):
-        pytest.skip(why)
-    with ScriptedServer(FlakyClaimer(), model="scripted") as srv:
-        yield srv
-
 
 def _ends(root: Path) -> list[dict]:
     return [r for p in (root / "rounds").rglob("transcripts/*.jsonl") for r in read_transcript(p)
@@ -41,18 +34,10 @@ def _ends(root: Path) -> list[dict]:
 
 
 @pytest.mark.timeout(1200)  # 2.5-5 min on this shared 2-core machine; room for a loaded CI host
-def test_kill_at_each_stage_then_resume_repeats_no_role_call_or_trial(tmp_path, server):
+def test_kill_at_each_stage_then_resume_repeats_no_role_call_or_trial(tmp_path, flaky_server):
     runs, calls = tmp_path / "runs", tmp_path / "calls.log"
-    exp = make_experiment(runs, server.base_url)
-    args = [sys.executable, "-m", "tests.evolve_driver", str(runs), "evo", str(calls), "1", "verify-completion"]
-    for stage in STAGES:
-        env = {**os.environ, "RISE_TEST_KILL_AT": stage}
-        proc = subprocess.run(args, check=False, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-        assert proc.returncode == -9, f"not killed at {stage}: rc {proc.returncode}\n{proc.stderr[-3000:]}"
-    env = {k: v for k, v in os.environ.items() if k != "RISE_TEST_KILL_AT"}
-    proc = subprocess.run(args, check=False, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "ADOPTED ['v1']" in proc.stdout
+    exp = make_experiment(runs, flaky_server.base_url)
+    assert "ADOPTED ['v1']" in kill_at_each_stage_then_resume(runs, calls, "verify-completion", STAGES)
 
     led = exp.ledger
     keys = [e.key for e in led.events]
@@ -72,8 +57,8 @@ def test_kill_at_each_stage_then_resume_repeats_no_role_call_or_trial(tmp_path, 
     assert adoption.version == "v1" and grade.grade["grade"] == "effective"
 
 
-def test_usd_budget_stops_before_the_unit_then_resume_after_raising_it(tmp_path, server):
-    exp = make_experiment(tmp_path / "runs", server.base_url, budgets={"max_usd": 0.3},
+def test_usd_budget_stops_before_the_unit_then_resume_after_raising_it(tmp_path, flaky_server):
+    exp = make_experiment(tmp_path / "runs", flaky_server.base_url, budgets={"max_usd": 0.3},
                           agents={"roles": {"proposer": {"limits": {"max_usd": 0.5}}}})
     quote = (REPO / "data" / "starter" / "write-json" / "instruction.md").read_text().splitlines()[0]
     overfit = {"mechanism": "json-hint", "summary": f"Tell the model: {quote}", "behaviour_change": "a hint in "

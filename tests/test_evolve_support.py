@@ -123,16 +123,19 @@ def agent_calls(patch: str) -> list[tuple[str, dict]]:
 
 class ScriptedRoles:
     """The role backend test double (see the module docstring). ``proposals``: per round number, the proposer's
-    answers in call order; ``implement``: mechanism -> build.py candidate name."""
+    answers in call order; ``build_as``: the build.py candidate the implementer builds whatever the proposal
+    calls its mechanism (for proposals a real model wrote), else the proposal's mechanism name."""
 
     name = "scripted"
 
     def __init__(self, proposals: dict[int, list[dict]], count_file: Path, *, price_per_mtok: float = 10.0,
-                 run_check: tuple[str, ...] = ("verify-completion",), bad_findings: bool = False):
+                 run_check: tuple[str, ...] = ("verify-completion",), bad_findings: bool = False,
+                 build_as: str = ""):
         from trials.endpoints.spec import PriceTable
 
         self.proposals, self.count_file, self.run_check = proposals, count_file, run_check
         self.bad_findings = bad_findings  # the analyst cites an episode that does not exist
+        self.build_as = build_as
         self.price = PriceTable(input_per_mtok=price_per_mtok, output_per_mtok=price_per_mtok)
         self.tool_results: list[tuple[str, str]] = []
 
@@ -175,7 +178,7 @@ class ScriptedRoles:
             script = self.proposals[int(rnd[1:])]
             answer = script[min(before, len(script) - 1)]
         elif role == "implementer":
-            mech = job.prompt.split("Mechanism: ", 1)[1].split("\n", 1)[0].strip()
+            mech = self.build_as or job.prompt.split("Mechanism: ", 1)[1].split("\n", 1)[0].strip()
             repair = "The checks of your implementation failed" in job.prompt  # nothing to rebuild: check again
             # a repair: the scripted agent fixes what the (stand-in) contract check named, then checks again
             calls = [("edit_file", {"path": f"contracts/{mech}.toml", "old": "version = 1\n",
@@ -231,3 +234,22 @@ def repairing_checks(fail_once: set[str]):
                       "mechanisms": [p.stem for p in new]}
 
     return Checks(_real_smoke, contracts)
+
+
+def kill_at_each_stage_then_resume(runs: Path, calls: Path, mechanism: str, stages: list[str]) -> str:
+    """``python -m tests.evolve_driver`` on the experiment ``evo`` under ``runs``, killed by SIGKILL at each of
+    ``stages`` in turn (``RISE_TEST_KILL_AT``; each run must die there), then run once more to the end; returns
+    that last run's stdout (its exit status must be 0)."""
+    import os
+    import subprocess
+    import sys
+
+    args = [sys.executable, "-m", "tests.evolve_driver", str(runs), "evo", str(calls), "1", mechanism]
+    for stage in stages:
+        env = {**os.environ, "RISE_TEST_KILL_AT": stage}
+        proc = subprocess.run(args, check=False, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == -9, f"not killed at {stage}: rc {proc.returncode}\n{proc.stderr[-3000:]}"
+    env = {k: v for k, v in os.environ.items() if k != "RISE_TEST_KILL_AT"}
+    proc = subprocess.run(args, check=False, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
