@@ -4,8 +4,6 @@ answer or raise a :class:`RoleError` (never a silent partial result)."""
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -16,6 +14,7 @@ from pydantic import BaseModel
 from evolve.agents.backends.base import Backend, BackendJob
 from evolve.agents.budget import Budget
 from evolve.agents.role import Role, RoleError, RoleResult, Usage, validate_inputs
+from evolve.agents.sandbox import kill_sandbox
 from evolve.agents.tools import ToolContext, ToolSpec, get_tool
 from evolve.agents.transcript import Transcript, clip
 
@@ -120,10 +119,7 @@ def _close_failed(exc: RoleError, ctx: ToolContext, backend: Backend, budget: Bu
 def _kill_leftovers(ctx: ToolContext) -> None:
     """Kill the process groups tools started that are still alive (a call cut off at its deadline)."""
     for pgid in list(ctx.processes):
-        try:
-            os.killpg(pgid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        kill_sandbox(pgid)
         ctx.processes.discard(pgid)
 
 

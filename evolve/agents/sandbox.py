@@ -6,6 +6,7 @@ session; on the time limit the whole process group is killed, and ``--die-with-p
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -13,6 +14,8 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+import psutil
 
 OUTPUT_CHARS = 20000
 CLEAN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -61,7 +64,7 @@ def run_confined(cmd: str, worktree: Path, timeout_s: float, live: set[int] | No
         out, _ = proc.communicate(timeout=timeout_s)
         timed_out = False
     except subprocess.TimeoutExpired:
-        _kill_group(proc.pid)
+        kill_sandbox(proc.pid)
         out, _ = proc.communicate()
         timed_out = True
     finally:
@@ -73,8 +76,16 @@ def run_confined(cmd: str, worktree: Path, timeout_s: float, live: set[int] | No
     return RunResult(None if timed_out else proc.returncode, text, timed_out, time.monotonic() - started)
 
 
-def _kill_group(pgid: int) -> None:
+def kill_sandbox(pid: int) -> None:
+    """SIGKILL the sandbox started as ``pid`` (its own process group): every process under it first, since
+    bwrap's ``--new-session`` puts the command in a session of its own, out of the group's reach, and a kill that
+    lands while bwrap is still starting can come before ``--die-with-parent`` is armed; then the group."""
     try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+        tree = psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        tree = []
+    for proc in tree:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
