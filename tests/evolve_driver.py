@@ -22,17 +22,15 @@ def main(argv: list[str]) -> int:
     runs, name, calls, rounds, mech = argv
     exp = open_experiment(name, Path(runs))
     if mech == "replayed":
-        from tests.test_evolve_replayed_round import BUILT, RECORDINGS, default_corpus, factory
+        from tests.test_evolve_replayed_round import replayed_evolution
 
-        implementer = ScriptedRoles({}, Path(calls), run_check=(), build_as=BUILT)
-        report = Evolution(exp, EvolveOptions(rounds=int(rounds), resume=True), factory(RECORDINGS, implementer),
-                           checks=repairing_checks(set()), research=default_corpus()).run()
-        print("STOPPED", report.stopped, "ADOPTED", [r["adopted"] for r in report.rounds])
-        return 0 if report.final else 3
-    proposal = {"verify-completion": VERIFY, "keystroke-trim": TRIM}[mech]
-    roles = ScriptedRoles({n: [proposal] for n in range(1, int(rounds) + 1)}, Path(calls), run_check=())
-    report = Evolution(exp, EvolveOptions(rounds=int(rounds), resume=True, external_research=False), roles,
-                       checks=repairing_checks(set())).run()
+        evolution, _ = replayed_evolution(exp, Path(calls), rounds=int(rounds), resume=True, run_check=())
+    else:
+        proposal = {"verify-completion": VERIFY, "keystroke-trim": TRIM}[mech]
+        roles = ScriptedRoles({n: [proposal] for n in range(1, int(rounds) + 1)}, Path(calls), run_check=())
+        evolution = Evolution(exp, EvolveOptions(rounds=int(rounds), resume=True, external_research=False), roles,
+                              checks=repairing_checks(set()))
+    report = evolution.run()
     print("STOPPED", report.stopped, "ADOPTED", [r["adopted"] for r in report.rounds])
     return 0 if report.final else 3
 

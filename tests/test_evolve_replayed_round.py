@@ -85,12 +85,21 @@ def default_corpus():
     return corpus()
 
 
+def replayed_evolution(exp, calls: Path, recordings: Path = RECORDINGS, record_url: str | None = None, *,
+                       rounds: int = 1, resume: bool = False, run_check: tuple[str, ...] = (BUILT,)):
+    """The loop of this round on ``exp`` (also tests/evolve_driver.py's ``replayed``), and its scripted
+    implementer (``run_check``: the mechanisms whose implementer calls the real, slow ``check()``)."""
+    implementer = ScriptedRoles({}, calls, run_check=run_check, build_as=BUILT)
+    evolution = Evolution(exp, EvolveOptions(rounds=rounds, resume=resume),
+                          factory(recordings, implementer, record_url), checks=repairing_checks(set()),
+                          research=default_corpus())
+    return evolution, implementer
+
+
 def run_round(work: Path, base_url: str, recordings: Path, record_url: str | None = None):
     exp = make_experiment(work / "runs", base_url)
-    implementer = ScriptedRoles({}, work / "calls.log", build_as=BUILT)
-    report = Evolution(exp, EvolveOptions(rounds=1), factory(recordings, implementer, record_url),
-                       checks=repairing_checks(set()), research=default_corpus()).run()
-    return exp, report, implementer
+    evolution, implementer = replayed_evolution(exp, work / "calls.log", recordings, record_url)
+    return exp, evolution.run(), implementer
 
 
 def summary(exp) -> dict:
