@@ -1,4 +1,5 @@
-"""`rise show NAME vN` (what a version or candidate changed and did) and `rise report NAME` (static HTML)."""
+"""`rise show NAME vN` (what a version or candidate changed and did), `rise report NAME` (static HTML) and
+`rise audit NAME` (was anything finished done twice after kills and resumes)."""
 
 from __future__ import annotations
 
@@ -72,6 +73,27 @@ def report_cmd(
     _out.print(f"wrote {path}")
 
 
+def audit_cmd(
+    name: Annotated[str, typer.Argument(help="experiment name or path")],
+    runs_dir: Annotated[Path, typer.Option(help="where experiments live")] = Path("runs"),
+) -> None:
+    """After kills and resumes: count ledger events, trials and role calls (finished, failed, interrupted) and
+    list anything finished that was done twice or lost (a key booked twice, a trial cell run twice, a finished
+    trial never booked, a role call that finished twice with the same inputs). Exit status 1 if any."""
+    from ..audit import audit
+
+    try:
+        report = audit(open_experiment(name, runs_dir))
+    except StoreError as exc:
+        _err.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(1) from None
+    for line in report.lines():
+        _out.out(line)
+    if report.problems:
+        raise typer.Exit(1)
+
+
 def register(app: typer.Typer) -> None:
+    app.command("audit")(audit_cmd)
     app.command("show")(show_cmd)
     app.command("report")(report_cmd)

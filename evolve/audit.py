@@ -1,0 +1,111 @@
+"""Did anything get paid for twice? ``rise audit NAME`` reads an experiment after crashes and resumes and counts,
+from the ledger and the role transcripts (reads only, locks nothing):
+
+- ledger events, and any key booked twice;
+- trials: finished (non-⊥) trials booked twice for one cell (commit, purpose, task, rep), ⊥ attempts, booked
+  trials whose folder has no ``result.json``, and finished trial folders the ledger never booked (work a resume
+  would redo);
+- role calls (one JSONL transcript each): finished, failed, and interrupted (no ``end`` line: a call cut off by a
+  kill, which the resume makes again), and any call that *finished* twice with the same role and inputs.
+
+A kill -9 may cost the unit in flight (an interrupted call, a moved-aside trial attempt); it must never cost a
+finished one again. ``problems`` lists every way this experiment broke that rule; empty means clean.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .agents.transcript import read_transcript
+from .store import Experiment
+
+_SKIP = {"worktrees", "harness", ".git", "checks"}  # candidate checkouts and the checks' scratch trials
+
+
+@dataclass
+class Audit:
+    events: int = 0
+    trials: int = 0
+    infra_attempts: int = 0
+    calls: Counter = field(default_factory=Counter)  # "role status" -> count; status ok, failed kinds, interrupted
+    problems: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        out = [f"ledger: {self.events} events", f"trials: {self.trials} finished, {self.infra_attempts} ⊥ attempts"]
+        by_role: dict[str, list[str]] = defaultdict(list)
+        for key, n in sorted(self.calls.items()):
+            role, status = key.split(" ", 1)
+            by_role[role].append(f"{n} {status}")
+        out += [f"role calls: {role}: {', '.join(parts)}" for role, parts in sorted(by_role.items())]
+        out += [f"PROBLEM: {p}" for p in self.problems] or ["nothing finished was done twice"]
+        return out
+
+
+def _call_digest(rows: list[dict]) -> str | None:
+    start = next((r for r in rows if r.get("kind") == "start"), None)
+    if start is None:
+        return None
+    system = next((r.get("text", "") for r in rows if r.get("kind") == "system"), "")
+    blob = json.dumps([start.get("role"), start.get("inputs"), system], sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _walk(root: Path, name: str) -> list[Path]:
+    found = []
+    for p in root.rglob(name):
+        if not _SKIP.intersection(p.relative_to(root).parts[:-1]):
+            found.append(p)
+    return sorted(found)
+
+
+def audit(exp: Experiment) -> Audit:
+    a = Audit()
+    events = exp.ledger.events
+    a.events = len(events)
+    for key, n in Counter(e.key for e in events).items():
+        if n > 1:
+            a.problems.append(f"ledger key {key!r} booked {n} times")
+
+    cells: Counter = Counter()
+    booked: set[Path] = set()
+    for e in exp.ledger.find("trial_done"):
+        tdir = (exp.root / e.trial_dir).resolve() if not Path(e.trial_dir).is_absolute() else Path(e.trial_dir)
+        booked.add(tdir)
+        if e.status == "infra":
+            a.infra_attempts += 1
+            continue
+        a.trials += 1
+        cells[(e.commit[:12], e.purpose, e.task, e.rep)] += 1
+        if not (tdir / "result.json").is_file():
+            a.problems.append(f"trial {e.key}: booked, but {tdir} has no result.json")
+    for cell, n in cells.items():
+        if n > 1:
+            a.problems.append(f"trial {'/'.join(map(str, cell))} finished {n} times")
+    for res in _walk(exp.root, "result.json"):
+        if res.parent.resolve() not in booked and ".attempt-" not in res.parent.name:
+            a.problems.append(f"trial folder {res.parent.relative_to(exp.root)} finished but never booked")
+
+    finished: dict[str, list[str]] = defaultdict(list)
+    for path in _walk(exp.root, "*.jsonl"):
+        if path.parent.name != "transcripts":
+            continue
+        try:
+            rows = read_transcript(path)
+        except ValueError as exc:
+            a.problems.append(str(exc))
+            continue
+        end = next((r for r in reversed(rows) if r.get("kind") == "end"), None)
+        role = next((r.get("role") for r in rows if r.get("kind") == "start"), None) or path.name.split("-")[0]
+        status = "interrupted" if end is None else str(end.get("status"))
+        a.calls[f"{role} {status}"] += 1
+        digest = _call_digest(rows)
+        if status == "ok" and digest:
+            finished[digest].append(str(path.relative_to(exp.root)))
+    for paths in finished.values():
+        if len(paths) > 1:
+            a.problems.append(f"one role call (same role and inputs) finished {len(paths)} times: {', '.join(paths)}")
+    return a
