@@ -31,11 +31,13 @@ class Audit:
     events: int = 0
     trials: int = 0
     infra_attempts: int = 0
+    moved_aside: int = 0  # attempts cut off by a kill (or ⊥), renamed <trial>.attempt-N before their rerun
     calls: Counter = field(default_factory=Counter)  # "role status" -> count; status ok, failed kinds, interrupted
     problems: list[str] = field(default_factory=list)
 
     def lines(self) -> list[str]:
-        out = [f"ledger: {self.events} events", f"trials: {self.trials} finished, {self.infra_attempts} ⊥ attempts"]
+        trials = f"{self.trials} finished, {self.infra_attempts} ⊥ attempts, {self.moved_aside} attempts moved aside"
+        out = [f"ledger: {self.events} events", f"trials: {trials}"]
         by_role: dict[str, list[str]] = defaultdict(list)
         for key, n in sorted(self.calls.items()):
             role, status = key.split(" ", 1)
@@ -85,6 +87,7 @@ def audit(exp: Experiment) -> Audit:
     for cell, n in cells.items():
         if n > 1:
             a.problems.append(f"trial {'/'.join(map(str, cell))} finished {n} times")
+    a.moved_aside = sum(1 for d in _walk(exp.root, "*.attempt-*") if d.is_dir())
     for res in _walk(exp.root, "result.json"):
         if res.parent.resolve() not in booked and ".attempt-" not in res.parent.name:
             a.problems.append(f"trial folder {res.parent.relative_to(exp.root)} finished but never booked")

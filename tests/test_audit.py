@@ -52,7 +52,7 @@ def test_a_clean_experiment_counts_calls_and_trials_and_lists_no_problem(tmp_pat
     exp, _ = _clean(tmp_path)
     a = audit(exp)
     assert a.problems == []
-    assert (a.trials, a.infra_attempts) == (2, 1)
+    assert (a.trials, a.infra_attempts, a.moved_aside) == (2, 1, 1)
     assert a.calls == {"analyst ok": 2, "researcher interrupted": 1, "researcher ok": 1, "proposer invalid_output": 1}
     res = CliRunner().invoke(app, ["audit", "evo", "--runs-dir", str(tmp_path / "runs")])
     assert res.exit_code == 0, res.output
