@@ -168,6 +168,10 @@ def test_kill_9_at_each_stage_then_resume_same_decision_no_call_or_trial_twice(t
     runs, calls = tmp_path / "runs", tmp_path / "calls.log"
     exp = make_experiment(runs, flaky_server.base_url)
     assert "ADOPTED ['v1']" in kill_at_each_stage_then_resume(runs, calls, "replayed", STAGES)
+    from evolve.audit import audit
+
+    checked = audit(exp)  # rise audit: nothing finished done twice, nothing finished lost
+    assert checked.problems == [] and checked.trials == len(expected["summary"]["trials"]), checked.lines()
 
     led = exp.ledger
     keys = [e.key for e in led.events]
