@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job on the embedded default: set up (idempotent, cached), serve the bundled Qwen2.5-Coder-1.5B on CPU,
 # and run one round of `rise evolve` on the experiment runs/demo (scripts/demo-experiment.toml): the seed harness
-# (Terminus-2 + Mid-Harness) as v0, its reference corpus on three starter tasks in the local bubblewrap sandbox,
+# (Terminus-2 + Mid-Harness) as v0, its reference corpus on four starter tasks in the local bubblewrap sandbox,
 # then analysis, research, a proposal, the implementer, checks, screening, evaluation and the decision, with
 # the bundled model in every role. Rerunning it resumes where it stopped (nothing finished is redone).
 # Extra arguments go to `rise evolve` (e.g. --rounds 2, --max-hours 3, --no-external-research).

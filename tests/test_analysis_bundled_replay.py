@@ -30,7 +30,8 @@ DEMO_TASKS = ["hello-file", "write-json", "count-lines"]
 
 def make_demo(tmp_path: Path, base_url: str = "http://127.0.0.1:9/v1", corpus: Path = CORPUS,
               tasks: list[str] = DEMO_TASKS):
-    """The demo experiment as scripts/run.sh makes it, with the stored corpus as v0's reference corpus."""
+    """The demo experiment as scripts/run.sh made it when the corpus was recorded (three tasks: project-skeleton
+    joined later), with the stored corpus as v0's reference corpus."""
     from evolve.experiment import ExperimentConfig
     from evolve.store import init_experiment
 
