@@ -11,8 +11,9 @@ Each ``--stage`` is one invocation of ``rise evolve NAME --rounds R --resume``, 
 
 An invocation that ends by itself (the stage was never reached) ends the kill list. Then one more invocation
 runs the round to its decision, and ``rise audit`` counts the role calls and trials and fails if anything
-finished was done twice. Every invocation's output is kept in ``runs/NAME/kills/``; a table at the end says
-where each one died and how long it ran.
+finished was done twice. Every invocation's output is kept in ``runs/NAME/kills/`` (numbered on after the
+logs already there, so a second series continues the first); a table at the end says where each one died and how
+long it ran.
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     logs.mkdir(parents=True, exist_ok=True)
     base_env = {k: v for k, v in os.environ.items() if k != "RISE_TEST_KILL_AT"}
     rows = []
-    for i, stage in enumerate(args.stage, 1):
+    first = len(list(logs.glob("*.log"))) + 1  # a second series on the same experiment numbers on
+    for i, stage in enumerate(args.stage, first):
         env, after = dict(base_env), None
         if stage.startswith("t+"):
             after = float(stage[2:])
@@ -72,12 +74,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  it ended by itself (exit {rc}) before reaching {stage}: no more kills", flush=True)
             break
     else:
-        log = logs / f"{len(args.stage) + 1:02d}-final.log"
+        log = logs / f"{first + len(args.stage):02d}-final.log"
         print(f"[{time.strftime('%H:%M:%S')}] last invocation, to the decision (output: {log})", flush=True)
         rc, secs = _invoke(cmd, base_env, log, None)
         rows.append(("(none: to the end)", rc, secs))
     print("\ninvocation  killed at                 exit  minutes")
-    for i, (stage, rc, secs) in enumerate(rows, 1):
+    for i, (stage, rc, secs) in enumerate(rows, first):
         print(f"{i:>10}  {stage:<24} {rc:>5}  {secs / 60:7.1f}")
     print("\n" + "\n".join(log.read_text().splitlines()[-15:]))
     audit = subprocess.run([*rise, "audit", args.name, "--runs-dir", args.runs_dir], env=base_env, check=False)
