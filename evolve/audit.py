@@ -22,8 +22,7 @@ from pathlib import Path
 
 from .agents.transcript import read_transcript
 from .store import Experiment
-
-_SKIP = {"worktrees", "harness", ".git", "checks"}  # candidate checkouts and the checks' scratch trials
+from .trial_scan import trial_folders
 
 
 @dataclass
@@ -32,15 +31,14 @@ class Audit:
     trials: int = 0
     infra_attempts: int = 0
     moved_aside: int = 0  # attempts cut off by a kill (or ⊥), renamed <trial>.attempt-N before their rerun
-    calls: Counter = field(default_factory=Counter)  # "role status" -> count; status ok, failed kinds, interrupted
+    calls: Counter = field(default_factory=Counter)  # (role, status) -> count; status ok, a failure kind, interrupted
     problems: list[str] = field(default_factory=list)
 
     def lines(self) -> list[str]:
         trials = f"{self.trials} finished, {self.infra_attempts} ⊥ attempts, {self.moved_aside} attempts moved aside"
         out = [f"ledger: {self.events} events", f"trials: {trials}"]
         by_role: dict[str, list[str]] = defaultdict(list)
-        for key, n in sorted(self.calls.items()):
-            role, status = key.split(" ", 1)
+        for (role, status), n in sorted(self.calls.items()):
             by_role[role].append(f"{n} {status}")
         out += [f"role calls: {role}: {', '.join(parts)}" for role, parts in sorted(by_role.items())]
         out += [f"PROBLEM: {p}" for p in self.problems] or ["nothing finished was done twice"]
@@ -56,26 +54,11 @@ def _call_digest(rows: list[dict]) -> str | None:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def _walk(root: Path, name: str) -> list[Path]:
-    found = []
-    for p in root.rglob(name):
-        if not _SKIP.intersection(p.relative_to(root).parts[:-1]):
-            found.append(p)
-    return sorted(found)
-
-
-def audit(exp: Experiment) -> Audit:
-    a = Audit()
-    events = exp.ledger.events
-    a.events = len(events)
-    for key, n in Counter(e.key for e in events).items():
-        if n > 1:
-            a.problems.append(f"ledger key {key!r} booked {n} times")
-
+def _audit_trials(exp: Experiment, a: Audit) -> None:
     cells: Counter = Counter()
     booked: set[Path] = set()
     for e in exp.ledger.find("trial_done"):
-        tdir = (exp.root / e.trial_dir).resolve() if not Path(e.trial_dir).is_absolute() else Path(e.trial_dir)
+        tdir = (exp.root / e.trial_dir).resolve()
         booked.add(tdir)
         if e.status == "infra":
             a.infra_attempts += 1
@@ -87,15 +70,22 @@ def audit(exp: Experiment) -> Audit:
     for cell, n in cells.items():
         if n > 1:
             a.problems.append(f"trial {'/'.join(map(str, cell))} finished {n} times")
-    a.moved_aside = sum(1 for d in _walk(exp.root, "*.attempt-*") if d.is_dir())
-    for res in _walk(exp.root, "result.json"):
-        if res.parent.resolve() not in booked and ".attempt-" not in res.parent.name:
-            a.problems.append(f"trial folder {res.parent.relative_to(exp.root)} finished but never booked")
-
-    finished: dict[str, list[str]] = defaultdict(list)
-    for path in _walk(exp.root, "*.jsonl"):
-        if path.parent.name != "transcripts":
+    jobs = set()
+    for tdir in trial_folders(exp):
+        rel = tdir.relative_to(exp.root)
+        if rel.parts[0] == "checks":  # the checks' scratch trials are no grid's cells
             continue
+        jobs.add(tdir.parent)
+        finished = (tdir / "result.json").is_file() and ".attempt-" not in tdir.name
+        if finished and tdir.resolve() not in booked:
+            a.problems.append(f"trial folder {rel} finished but never booked")
+    # a cut-off attempt may hold no result at all, so attempts are counted by name beside their trials
+    a.moved_aside = sum(1 for job in jobs for d in job.glob("*.attempt-*") if d.is_dir())
+
+
+def _audit_calls(exp: Experiment, a: Audit) -> None:
+    finished: dict[str, list[str]] = defaultdict(list)
+    for path in sorted((exp.root / "rounds").rglob("transcripts/*.jsonl")):  # where every role call writes
         try:
             rows = read_transcript(path)
         except ValueError as exc:
@@ -104,11 +94,22 @@ def audit(exp: Experiment) -> Audit:
         end = next((r for r in reversed(rows) if r.get("kind") == "end"), None)
         role = next((r.get("role") for r in rows if r.get("kind") == "start"), None) or path.name.split("-")[0]
         status = "interrupted" if end is None else str(end.get("status"))
-        a.calls[f"{role} {status}"] += 1
+        a.calls[(role, status)] += 1
         digest = _call_digest(rows)
         if status == "ok" and digest:
             finished[digest].append(str(path.relative_to(exp.root)))
     for paths in finished.values():
         if len(paths) > 1:
             a.problems.append(f"one role call (same role and inputs) finished {len(paths)} times: {', '.join(paths)}")
+
+
+def audit(exp: Experiment) -> Audit:
+    a = Audit()
+    events = exp.ledger.events
+    a.events = len(events)
+    for key, n in Counter(e.key for e in events).items():
+        if n > 1:
+            a.problems.append(f"ledger key {key!r} booked {n} times")
+    _audit_trials(exp, a)
+    _audit_calls(exp, a)
     return a

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,20 +30,26 @@ def _trial_cost(tdir: Path) -> Any | None:
         return None
 
 
-def experiment_spend(exp: Experiment) -> dict[str, CostSummary]:
-    """Everything the experiment's trials spent (attempts moved aside included), by top-level folder."""
-    out: dict[str, CostSummary] = {}
+def trial_folders(exp: Experiment) -> Iterator[Path]:
+    """Every trial folder of the experiment (a ``result.json``, or the harness's ``agent_result.json`` of a trial
+    a kill cut off), attempts moved aside and the checks' scratch trials included; candidate checkouts skipped."""
     for dirpath, dirnames, filenames in os.walk(exp.root):
         dirnames[:] = [d for d in dirnames if d not in _SKIP_DIRS]
         here = Path(dirpath)
         is_trial = "result.json" in filenames or (here / "agent" / "agent_result.json").is_file()
-        if not is_trial or here == exp.root:
-            continue
+        if is_trial and here != exp.root:
+            dirnames[:] = []  # nothing below a trial folder is another trial
+            yield here
+
+
+def experiment_spend(exp: Experiment) -> dict[str, CostSummary]:
+    """Everything the experiment's trials spent (attempts moved aside included), by top-level folder."""
+    out: dict[str, CostSummary] = {}
+    for here in trial_folders(exp):
         cost = _trial_cost(here)
         if cost is not None:
             area = here.relative_to(exp.root).parts[0]
             out.setdefault(area, CostSummary()).add(cost)
-        dirnames[:] = []  # nothing below a trial folder is another trial
     return out
 
 

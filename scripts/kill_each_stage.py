@@ -30,7 +30,7 @@ from pathlib import Path
 def _invoke(cmd: list[str], env: dict[str, str], log: Path, after: float | None) -> tuple[int, float]:
     started = time.monotonic()
     with log.open("w") as fh:
-        proc = subprocess.Popen(cmd, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=False)
+        proc = subprocess.Popen(cmd, env=env, stdout=fh, stderr=subprocess.STDOUT)
         try:
             proc.wait(timeout=after)
         except subprocess.TimeoutExpired:

@@ -41,6 +41,11 @@ def _clean(tmp_path):
     _call(tr, "researcher", {"group": "g1"}, end=None)  # cut off by a kill
     _call(tr, "researcher", {"group": "g1"})            # and made again by the resume: allowed
     _call(tr, "proposer", {"group": "g1"}, end="invalid_output")
+    cut = Transcript.create(tr, "grouper")  # killed while writing its last line: cut off, not corrupt
+    cut.write("start", call_id=cut.call_id, role="grouper", inputs={})
+    cut.close()
+    with cut.path.open("a") as fh:
+        fh.write('{"seq": 2, "kind": "mod')
     _trial(exp, "c:reference:hello-file:1", "hello-file", 1)
     _trial(exp, "c:reference:hello-file:2:infra1", "hello-file", 2, status="infra",
            folder="reference/hello-file__2.attempt-1")
@@ -53,7 +58,8 @@ def test_a_clean_experiment_counts_calls_and_trials_and_lists_no_problem(tmp_pat
     a = audit(exp)
     assert a.problems == []
     assert (a.trials, a.infra_attempts, a.moved_aside) == (2, 1, 1)
-    assert a.calls == {"analyst ok": 2, "researcher interrupted": 1, "researcher ok": 1, "proposer invalid_output": 1}
+    assert a.calls == {("analyst", "ok"): 2, ("researcher", "interrupted"): 1, ("researcher", "ok"): 1,
+                       ("proposer", "invalid_output"): 1, ("grouper", "interrupted"): 1}
     res = CliRunner().invoke(app, ["audit", "evo", "--runs-dir", str(tmp_path / "runs")])
     assert res.exit_code == 0, res.output
     assert "role calls: researcher: 1 interrupted, 1 ok" in res.output
@@ -75,6 +81,13 @@ def test_each_way_of_doing_finished_work_twice_is_a_problem_and_exit_1(tmp_path)
     res = CliRunner().invoke(app, ["audit", "evo", "--runs-dir", str(tmp_path / "runs")])
     assert res.exit_code == 1
     assert res.output.count("PROBLEM:") == 3
+
+
+def test_a_bad_line_before_the_last_is_a_problem_naming_the_file(tmp_path):
+    exp, tr = _clean(tmp_path)
+    bad = tr / "analyst-bad.jsonl"
+    bad.write_text('{"seq": 1, "kind": "start", "role": "analyst"}\nnot json\n{"seq": 3, "kind": "end"}\n')
+    assert [p for p in audit(exp).problems if "analyst-bad.jsonl:2: not a JSON line" in p]
 
 
 def test_an_unknown_experiment_is_a_clear_error(tmp_path):

@@ -173,9 +173,7 @@ def test_kill_9_at_each_stage_then_resume_same_decision_no_call_or_trial_twice(t
     checked = audit(exp)  # rise audit: nothing finished done twice, nothing finished lost
     assert checked.problems == [] and checked.trials == len(expected["summary"]["trials"]), checked.lines()
 
-    led = exp.ledger
-    keys = [e.key for e in led.events]
-    assert len(keys) == len(set(keys))
+    led = exp.ledger  # (no ledger key twice: the audit's check)
     # each recorded call once: one ended transcript per recording; the implementer (scripted) once
     ends = [r for p in role_transcripts(exp) for r in read_transcript(p) if r["kind"] == "end"]
     assert len(ends) == len(expected["calls"]) and all(r["status"] == "ok" for r in ends)

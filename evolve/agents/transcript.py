@@ -73,16 +73,19 @@ def clip(text: str, limit: int = MESSAGE_CHARS) -> str:
 
 
 def read_transcript(path: str | Path) -> list[dict[str, Any]]:
-    """The lines of a transcript; a line that is not JSON is an error naming the file and line."""
+    """The lines of a transcript. The last line may have been cut by a kill mid-write and is then left out; any
+    other line that is not JSON is an error naming the file and line."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such transcript")
+    lines = path.read_text(encoding="utf-8").splitlines()
     out = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
             out.append(json.loads(line))
         except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{n}: not a JSON line: {exc}") from None
+            if n < len(lines):
+                raise ValueError(f"{path}:{n}: not a JSON line: {exc}") from None
     return out
