@@ -191,7 +191,11 @@ class TmuxSession:
     async def _send(self, keys: str) -> None:
         prefix = f"tmux send-keys -t {self.target} -- "
         for piece in split_for_send(keys, prefix, self.s.max_send_bytes):
-            await self._exec(prefix + tmux_arg(piece))
+            try:
+                await self._exec(prefix + tmux_arg(piece))
+            except TmuxError:
+                await self.check_alive()  # keys sent earlier may have ended it (`exit`, then more keys)
+                raise
 
     async def send_keys(self, keys: str, block: bool = False, min_timeout_sec: float = 0.0,
                         max_timeout_sec: float | None = None) -> None:
@@ -207,6 +211,7 @@ class TmuxSession:
             await self._exec(f"tmux send-keys -t {self.target} -- '; tmux wait -S done' Enter")
             result = await self.env.exec(f"timeout {limit:g}s tmux wait done", timeout=limit + 10)
             if result.returncode != 0:
+                await self.check_alive()  # the command itself may have ended the session (`exit`)
                 raise TmuxTimeout(keys, limit)
         elif keys:
             await self._send(keys)

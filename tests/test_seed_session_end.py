@@ -62,3 +62,17 @@ async def test_agent_that_solves_then_exits_passes(tmp_path):
     assert result.status == "passed", result
     assert outcome["error_kind"] == "session_ended"
     assert [s["source"] for s in steps] == ["user", "agent"]
+
+
+async def test_exit_followed_by_more_keys_in_the_same_reply_is_the_agents_outcome(tmp_path):
+    """Seen with the bundled 1.5B: ``exit`` then another command in one reply. The shell and tmux end after the
+    first; sending the second fails. That is still the agent ending its session (``failed``, scored by the
+    verifier), not a sandbox failure: a ⊥ would be rerun, and a grid would count only the reruns."""
+    script = [reply(analysis="done", plan="leave, then restart a service",
+                    commands=[("exit\n", 0.3), ("sudo systemctl restart app\n", 0.1)])]
+    result, outcome, steps, srv = await _trial(tmp_path, script, "exit__r3")
+    assert result.status == "failed", result
+    assert result.infra_cause is None
+    assert outcome["error_kind"] == "session_ended"
+    assert len(srv.requests) == 1
+    assert steps[1]["extra"]["session_ended"] is True
