@@ -15,7 +15,7 @@ from unidiff import PatchSet, UnidiffParseError
 from validate.contracts import changed_contracts, load_contracts
 from validate.evaluate import kill_point
 
-from .ledger import CandidateCreated
+from .ledger import CandidateCreated, CheckResult
 from .round_model import CandidateInput, ControllerError
 
 COMMIT_MARK = "rise candidate"
@@ -140,11 +140,19 @@ class CandidateCreation:
         return enabled
 
     def current_commit(self, commit: str) -> str:
-        """Follow repairs: a contracts check that repaired ``commit`` names the commit it led to."""
+        """Follow repairs: a contracts check that repaired ``commit`` names the commit it led to. That run's last
+        attempt ran on the repaired code, so it is also the repaired commit's contracts result; where a kill came
+        between booking the two, the second is booked here from the first, and a resume does not run it again."""
         while True:
             ev = self.led.find("check_result", key=f"{commit}:contracts")
             nxt = ev[0].details.get("repaired_to") if ev else None
             if not nxt:
                 return commit
+            first = ev[0]
+            if "repaired_passed" in first.details and not self.led.find("check_result", key=f"{nxt}:contracts"):
+                details = {k: v for k, v in first.details.items() if k not in ("repaired_to", "repaired_passed")}
+                self.led.append(CheckResult(key=f"{nxt}:contracts", commit=nxt, stage="contracts",
+                                            passed=first.details["repaired_passed"], details=details,
+                                            attempt=first.attempt + 1))
             commit = nxt
 

@@ -85,19 +85,17 @@ class CheckStages:
                 new = commit if self.repair is None else \
                     self.exp.commit_worktree(wt, f"{COMMIT_MARK} repair of {commit[:12]} after contracts")
                 if new != commit:  # the repair loop changed the code: the last attempt ran on `new`
-                    self.led.append(CheckResult(key=f"{commit}:contracts", commit=commit, stage="contracts",
-                                                passed=False, details={**details, "repaired_to": new},
-                                                attempt=attempt))
-                    self.led.append(CheckResult(key=f"{new}:contracts", commit=new, stage="contracts",
-                                                passed=passed, details=details, attempt=attempt + 1))
-                    commit = new
-                    continue  # smoke again on the repaired commit
-                ev = [self.led.append(CheckResult(key=f"{commit}:contracts", commit=commit, stage="contracts",
-                                                  passed=passed, details=details, attempt=attempt))]
-                kill_point("contracts")
+                    ev = [self.led.append(CheckResult(
+                        key=f"{commit}:contracts", commit=commit, stage="contracts", passed=False,
+                        details={**details, "repaired_to": new, "repaired_passed": passed}, attempt=attempt))]
+                    kill_point("contracts_repair")  # between the two events: a resume books `new`'s from this one
+                else:
+                    ev = [self.led.append(CheckResult(key=f"{commit}:contracts", commit=commit, stage="contracts",
+                                                      passed=passed, details=details, attempt=attempt))]
+                    kill_point("contracts")
             if ev[0].details.get("repaired_to"):
-                commit = ev[0].details["repaired_to"]
-                continue
+                commit = self.current_commit(commit)
+                continue  # smoke again on the repaired commit
             if not ev[0].passed:
                 self.reject(commit, CandidateReport(""), f"contracts failed: {why(ev[0].details)}",
                             {"stage": "contracts", "details": ev[0].details})

@@ -3,7 +3,8 @@ the test doubles of tests/test_evolve_support.py (scripted role backend, real sm
 
     python -m tests.evolve_driver RUNS NAME CALLS_LOG ROUNDS MECHANISM
 
-MECHANISM ``replayed``: the round of tests/test_evolve_replayed_round.py instead (every role but the scripted
+MECHANISM ``verify-completion+repair``: its stand-in contracts fail once, so the repair hook (the scripted
+implementer) mends the contract first. MECHANISM ``replayed``: the round of tests/test_evolve_replayed_round.py instead (every role but the scripted
 implementer replays the recorded real run; research on, over the default corpus).
 
 ``RISE_TEST_KILL_AT=<stage>`` in the environment kills it at that stage (validate.evaluate.kill_point)."""
@@ -26,10 +27,11 @@ def main(argv: list[str]) -> int:
 
         evolution, _ = replayed_evolution(exp, Path(calls), rounds=int(rounds), resume=True, run_check=())
     else:
+        mech, _, repair = mech.partition("+")
         proposal = {"verify-completion": VERIFY, "keystroke-trim": TRIM}[mech]
         roles = ScriptedRoles({n: [proposal] for n in range(1, int(rounds) + 1)}, Path(calls), run_check=())
         evolution = Evolution(exp, EvolveOptions(rounds=int(rounds), resume=True, external_research=False), roles,
-                              checks=repairing_checks(set()))
+                              checks=repairing_checks({mech} if repair else set()))
     report = evolution.run()
     print("STOPPED", report.stopped, "ADOPTED", [r["adopted"] for r in report.rounds])
     return 0 if report.final else 3

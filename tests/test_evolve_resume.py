@@ -23,8 +23,9 @@ from tests.test_evolve_support import (
 pytestmark = [pytest.mark.tmux, pytest.mark.sandbox]
 REPO = Path(__file__).resolve().parents[1]
 # research is off here (its unit makes no call), so its kill point is left out to keep the test short
+# the contracts fail once and are repaired: `contracts_repair` falls between the two events that repair books
 STAGES = ["reference:trial@2", "analysis-finding", "evolve-proposal", "evolve-implementation", "smoke",
-          "evaluation:trial@2", "evolve-grade"]
+          "contracts_repair", "evaluation:trial@2", "evolve-grade"]
 
 
 
@@ -37,14 +38,22 @@ def _ends(root: Path) -> list[dict]:
 def test_kill_at_each_stage_then_resume_repeats_no_role_call_or_trial(tmp_path, flaky_server):
     runs, calls = tmp_path / "runs", tmp_path / "calls.log"
     exp = make_experiment(runs, flaky_server.base_url)
-    assert "ADOPTED ['v1']" in kill_at_each_stage_then_resume(runs, calls, "verify-completion", STAGES)
+    assert "ADOPTED ['v1']" in kill_at_each_stage_then_resume(runs, calls, "verify-completion+repair", STAGES)
 
     led = exp.ledger
     keys = [e.key for e in led.events]
     assert len(keys) == len(set(keys))
-    # each role called once, each finished call has one transcript (one finding: no grouper or reviewer call)
+    # each role called once (the implementer twice: the candidate, then the repair of its contract), each
+    # finished call has one transcript (one finding: no grouper or reviewer call)
     logged = calls_logged(calls)
-    assert sorted(c.split()[0] for c in logged) == ["analyst", "implementer", "proposer"]
+    assert sorted(c.split()[0] for c in logged) == ["analyst", "implementer", "implementer", "proposer"]
+    assert len(set(logged)) == len(logged)
+    # the repaired commit's contracts were booked from the run that repaired it, not run again after the kill
+    # (a second run would have found the contract already mended: 0 repairs)
+    (impl,) = led.find("implementation")
+    first = led.find("check_result", key=f"{impl.commit}:contracts")[0]
+    repaired = led.find("check_result", key=f"{first.details['repaired_to']}:contracts")[0]
+    assert repaired.passed and repaired.details["repairs"] == 1 and repaired.attempt == first.attempt + 1
     ends = _ends(exp.root)
     assert len(ends) == len(logged) and all(r["status"] == "ok" for r in ends)
     # every trial ran once: 4 reference, 1 screening, 4 evaluation; one trial folder each
