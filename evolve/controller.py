@@ -31,7 +31,8 @@ what is finished and redoes only the unit in flight. Keys (C = candidate commit,
     I:reference:<task>:<rep>  I:reference (v0's reference runs)  I:control:rNN:<task>:<rep>  I:control:rNN
     <trial key>:infra<n> (a ⊥ attempt)  C:blocked:<n> (a non-final Rejection: ⊥ cells block the decision)
 
-A repaired candidate: ``C:contracts`` holds ``details.repaired_to = C2`` and the work goes on under C2.
+A repaired candidate: ``C:contracts`` holds ``details.repaired_to = C2`` (and ``repaired_passed``, the result
+``C2:contracts`` is booked with next, or on resume if a kill came between) and the work goes on under C2.
 A ⊥ cell in an evaluation blocks the decision (the blocked Rejection gives the reason); the round is not
 published until a resume reruns those cells. ``Evaluation.purpose`` (also in ``metrics["purpose"]``) says which grid an Evaluation
 is (evaluation, reference, heldout, control).

@@ -238,18 +238,17 @@ def repairing_checks(fail_once: set[str]):
 
 def kill_at_each_stage_then_resume(runs: Path, calls: Path, mechanism: str, stages: list[str]) -> str:
     """``python -m tests.evolve_driver`` on the experiment ``evo`` under ``runs``, killed by SIGKILL at each of
-    ``stages`` in turn (``RISE_TEST_KILL_AT``; each run must die there), then run once more to the end; returns
-    that last run's stdout (its exit status must be 0)."""
-    import os
-    import subprocess
+    ``stages`` in turn (``evolve.kill_series``, the loop of scripts/kill_each_stage.py; each run must die
+    there), then run once more to the end; returns that last run's output (its exit status must be 0)."""
     import sys
 
+    from evolve.kill_series import kill_series
+
     args = [sys.executable, "-m", "tests.evolve_driver", str(runs), "evo", str(calls), "1", mechanism]
-    for stage in stages:
-        env = {**os.environ, "RISE_TEST_KILL_AT": stage}
-        proc = subprocess.run(args, check=False, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-        assert proc.returncode == -9, f"not killed at {stage}: rc {proc.returncode}\n{proc.stderr[-3000:]}"
-    env = {k: v for k, v in os.environ.items() if k != "RISE_TEST_KILL_AT"}
-    proc = subprocess.run(args, check=False, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc.stdout
+    series = kill_series(args, stages, runs / "kills", cwd=REPO, timeout=600)
+    for inv in series[:-1]:
+        assert inv.killed, f"not killed at {inv.stage}: rc {inv.returncode}\n{inv.log.read_text()[-3000:]}"
+    assert len(series) == len(stages) + 1, f"ended by itself at {series[-1].stage}: {series[-1].log.read_text()[-3000:]}"
+    last = series[-1].log.read_text()
+    assert series[-1].returncode == 0, last[-3000:]
+    return last
