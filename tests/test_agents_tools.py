@@ -140,3 +140,43 @@ def test_trial_tools_find_a_bare_trial_name_in_the_trials_folder(tmp_path: Path)
     assert "outside the workspace" in use(ctx, "spans", trial="../../greet__r9")  # still confined
     bare = ToolContext(workspace=ws, limits=Limits(), transcript=Transcript(tmp_path / "u.jsonl", "u"))
     assert "no such file or folder" in use(bare, "trajectory_step", trial="greet__r1", episode=0)
+
+
+def test_a_toml_write_that_would_drop_entries_or_not_parse_is_refused_and_the_file_kept(ctx: ToolContext) -> None:
+    """Seen live: the bundled 1.5B implementer rewrote settings.toml and recording.toml from memory, cut them,
+    and the candidate failed its smoke check. The write tools now refuse that and say what would be lost."""
+    import tomllib
+
+    for name in ("settings.toml", "recording.toml"):
+        shutil.copy(SEED / name, ctx.workspace / name)
+    settings = (ctx.workspace / "settings.toml").read_text()
+    cut = "[terminus]\nmax_episodes = 1000000\n[completion]\nverify = true\n"
+    text = use(ctx, "write_file", path="settings.toml", content=cut)
+    assert text.startswith("error: writing the whole of settings.toml would drop ")
+    assert "entries it holds now: context, midharness, model, observation, terminus." in text  # tables first
+    assert "tmux," in text and "context.context_limit" not in text  # a dropped table stands for its keys
+    assert (ctx.workspace / "settings.toml").read_text() == settings
+
+    # every entry kept, one added: written; an edit may still remove an entry on purpose
+    assert use(ctx, "write_file", path="settings.toml", content=settings + "\n[completion]\nverify = true\n") \
+        .startswith("wrote settings.toml")
+    assert use(ctx, "edit_file", path="settings.toml", old="\n[completion]\nverify = true\n", new="\n") \
+        .startswith("edited settings.toml")
+    assert tomllib.loads((ctx.workspace / "settings.toml").read_text()) == tomllib.loads(settings)
+
+    # an edit that breaks the syntax: refused, the file as it was
+    text = use(ctx, "edit_file", path="settings.toml", old="[model]", new="[model")
+    assert text.startswith("error: settings.toml would not be valid TOML after this change")
+    assert tomllib.loads((ctx.workspace / "settings.toml").read_text()) == tomllib.loads(settings)
+
+    # an array of tables: items are named by their target, so reordering loses nothing, dropping one does
+    recording = (ctx.workspace / "recording.toml").read_text()
+    head, _, rest = recording.partition("[[boundary]]")
+    blocks = ["[[boundary]]" + b for b in rest.split("[[boundary]]")]
+    assert use(ctx, "write_file", path="recording.toml", content=head + "".join(reversed(blocks))) \
+        .startswith("wrote recording.toml")
+    text = use(ctx, "write_file", path="recording.toml", content=head + "".join(blocks[1:]))
+    assert "would drop 2 entries" in text and "boundary[loop:Agent.run]" in text
+    # a new file, or any other kind of file, is written as given
+    assert use(ctx, "write_file", path="contracts/new.toml", content="a = 1\n").startswith("wrote")
+    assert use(ctx, "write_file", path="notes.txt", content="x").startswith("wrote")

@@ -1,14 +1,18 @@
 """Implementer-only tools: write_file, edit_file, run (in bubblewrap), check (smoke + contracts).
 
 Writes resolve inside the worktree after symlinks and never touch ``.git`` (a hook written there would run
-outside any sandbox). ``run`` executes in :mod:`evolve.agents.sandbox`: only the worktree is writable and
+outside any sandbox). A ``.toml`` file (the harness's settings, recording config, Handbook, contracts) must still
+parse after a write or an edit, and ``write_file`` may not drop entries an existing one holds (small coding
+models rewrite a whole settings file from memory and cut it): such a write is refused, the file left as it was,
+and the model told which entries it would have lost; ``edit_file`` can still remove one on purpose. ``run`` executes in :mod:`evolve.agents.sandbox`: only the worktree is writable and
 there is no network; a write the sandbox blocked is reported as refused.
 """
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import Field
 
@@ -28,12 +32,59 @@ def _writable(ctx: ToolContext, path: str) -> Path:
     return target
 
 
+def _toml_entries(node: Any, prefix: str = "") -> set[str]:
+    """Dotted paths of a parsed TOML document's keys; an array of tables' items are named by their ``target``,
+    ``name``, ``id`` or ``key`` where they have one (else by position), so a reordered array loses nothing."""
+    out: set[str] = set()
+    if isinstance(node, dict):
+        for k, v in node.items():
+            path = f"{prefix}.{k}" if prefix else str(k)
+            out.add(path)
+            out |= _toml_entries(v, path)
+    elif isinstance(node, list) and node and all(isinstance(i, dict) for i in node):
+        for n, item in enumerate(node):
+            ident = next((item[k] for k in ("target", "name", "id", "key") if isinstance(item.get(k), str)), n)
+            out.add(f"{prefix}[{ident}]")
+            out |= _toml_entries(item, f"{prefix}[{ident}]")
+    return out
+
+
+def _parsed_toml(path: str, content: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(content)
+    except tomllib.TOMLDecodeError as exc:
+        raise ToolError(f"{path} would not be valid TOML after this change ({exc}); the file was left as it "
+                        "was") from None
+
+
+def _guard_toml(path: str, target: Path, content: str, whole: bool) -> None:
+    """Refuse a ``.toml`` change that does not parse, or (``whole``: a write of the entire file) that drops
+    entries the file holds now."""
+    if target.suffix != ".toml":
+        return
+    new = _parsed_toml(path, content)
+    if not (whole and target.is_file()):
+        return
+    try:
+        old = tomllib.loads(target.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return  # nothing sound to compare with: the write may mend it
+    lost = sorted(_toml_entries(old) - _toml_entries(new))
+    if lost:  # named by the outermost entry lost: a dropped table stands for its keys
+        roots = [e for e in lost if not any(e.startswith((f"{o}.", f"{o}[")) for o in lost if o != e)]
+        shown = ", ".join(roots[:12]) + (f" and {len(roots) - 12} more" if len(roots) > 12 else "")
+        raise ToolError(f"writing the whole of {path} would drop {len(lost)} entries it holds now: {shown}. The "
+                        "file was left as it was. Add or change entries with edit_file (its `old` text must occur "
+                        "once), or write the file again with every entry kept")
+
+
 @tool(group="write")
 def write_file(ctx: ToolContext,
                path: Annotated[str, Field(description="file path relative to the worktree")],
                content: Annotated[str, Field(description="the whole new content of the file")]) -> str:
     """Create or overwrite a file in the worktree (parent folders are created)."""
     target = _writable(ctx, path)
+    _guard_toml(path, target, content, whole=True)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(content, encoding="utf-8")
     return f"wrote {path} ({len(content)} characters)"
@@ -53,7 +104,9 @@ def edit_file(ctx: ToolContext,
     if count != 1:
         raise ToolError(f"`old` occurs {count} times in {path}; it must occur exactly once "
                         "(add surrounding lines to make it unique)")
-    target.write_text(text.replace(old, new, 1), encoding="utf-8")
+    changed = text.replace(old, new, 1)
+    _guard_toml(path, target, changed, whole=False)
+    target.write_text(changed, encoding="utf-8")
     return f"edited {path}: replaced {len(old)} characters with {len(new)}"
 
 
