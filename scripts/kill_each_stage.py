@@ -1,7 +1,10 @@
 """Kill ``rise evolve`` with SIGKILL at each of a list of stages, resume it to the end, then audit the experiment.
 
     python scripts/kill_each_stage.py NAME --stage reference:trial@2 --stage t+90 --stage evolve-research ... \
-        [--runs-dir runs] [--rounds 1] [-- extra rise evolve options]
+        [--runs-dir runs] [--rounds 1] [--command round] [-- extra rise evolve (or rise round) options]
+
+``--command round`` kills ``rise round NAME --resume`` instead (a person's candidate, ``-- --candidate SLUG=PATCH
+--proposal SLUG=FILE``: checks, screening, evaluation, decision and publication with the live agent model).
 
 Each ``--stage`` is one invocation of ``rise evolve NAME --rounds R --resume``, killed by SIGKILL:
 - ``STAGE[@n]``: at a kill point (the n-th time it is passed), right after that unit is booked in the ledger
@@ -37,10 +40,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stage", action="append", default=[], help="STAGE[@n] or t+SECONDS; repeat, in order")
     ap.add_argument("--runs-dir", default="runs")
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--command", choices=["evolve", "round"], default="evolve")
     args = ap.parse_args(argv)
 
     rise = [sys.executable, "-m", "evolve.cli"]
-    cmd = [*rise, "evolve", args.name, "--rounds", str(args.rounds), "--resume", "--runs-dir", args.runs_dir, *extra]
+    rounds = ["--rounds", str(args.rounds)] if args.command == "evolve" else []
+    cmd = [*rise, args.command, args.name, *rounds, "--resume", "--runs-dir", args.runs_dir, *extra]
     logs = Path(args.runs_dir) / args.name / "kills"
     first = len(list(logs.glob("*.log"))) + 1
     series = kill_series(cmd, args.stage, logs, progress=lambda msg: print(msg, flush=True))
