@@ -65,7 +65,7 @@ from validate.evaluate import (
 from .budget import check_budget
 from .candidates import COMMIT_MARK, CandidateCreation, patch_strip, set_toml_value
 from .checks import Checks, CheckStages
-from .ledger import Adoption, Evaluation, Rejection, RoundStart
+from .ledger import Adoption, Evaluation, Rejection, RoundEnd, RoundStart
 from .lock import experiment_lock
 from .round_model import (
     CandidateInput,
@@ -380,7 +380,13 @@ def run_round(exp: Experiment, round_no: int, candidates: list[Any], resume: boo
     inputs = [c if isinstance(c, CandidateInput) else
               CandidateInput(c[0], str(c[1]), Proposal.model_validate(c[2] if len(c) > 2 else {})) for c in candidates]
     with experiment_lock(exp.root):
-        return asyncio.run(Controller(exp, **options).round(round_no, inputs, resume))
+        report = asyncio.run(Controller(exp, **options).round(round_no, inputs, resume))
+        key = f"r{round_no:02d}:end"
+        if not report.blocked and not exp.ledger.find("round_end", key=key):
+            # decided: a later `rise evolve` (or analysis) on this experiment must not take the round for open
+            what = f"adopted {report.adopted}" if report.adopted else "nothing adopted"
+            exp.ledger.append(RoundEnd(key=key, round=round_no, adopted=report.adopted, reason=f"rise round: {what}"))
+        return report
 
 
 def run_reference(exp: Experiment, version: str | None = None, **options: Any) -> Path:

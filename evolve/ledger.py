@@ -191,7 +191,7 @@ class EvolveStop(_Event):
 
 
 class RoundEnd(_Event):
-    """A round of ``rise evolve`` finished: what it adopted, or why nothing."""
+    """A round finished (``rise evolve``'s, or ``rise round``'s once decided): what it adopted, or why nothing."""
 
     kind: Literal["round_end"] = "round_end"
     round: int

@@ -65,6 +65,12 @@ def test_good_adopted_harmful_rejected(tmp_path, server):
     assert checks[(c, "contracts")].details["mechanisms"] == ["verify-completion"]
     held = [e for e in led.find("evaluation") if e.metrics.get("purpose") == "heldout"]
     assert [e.commit for e in held] == [exp.commit_of("v0"), c]
+    # the decided round is booked as ended: a later `rise evolve` on this experiment starts round 2 (it had taken
+    # round 1 for open, run its analysis as round 1's and booked r01:end over this decision)
+    (end,) = led.find("round_end")
+    assert end.key == "r01:end" and end.adopted == "v1" and end.reason == "rise round: adopted v1"
+    from evolve.evolve_loop import Evolution, EvolveOptions
+    assert Evolution(exp, EvolveOptions(rounds=2, resume=False), None)._next_round() == 2
     # versions/v1 is the new reference corpus: its evaluation
     v1 = exp.root / "versions" / "v1"
     meta = json.loads((v1 / "version.json").read_text())
