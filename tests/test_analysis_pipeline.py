@@ -163,3 +163,47 @@ def test_a_span_cited_under_the_other_run_is_attributed_not_sent_back(tmp_path):
     [valid] = [e for e in Ledger(exp.root / "ledger.jsonl").events if getattr(e, "status", "") == "valid"]
     assert "the span is alpha__r1's" in valid.reason
     assert f"corrected: pair {f.pair}: alpha__r2 ep0 span {passing_span}" in render_groups(result)
+
+
+def test_a_garbled_span_is_cut_after_the_retry_and_the_finding_kept(tmp_path):
+    """The live 1.5B analyst lost a finding for a span id no run recorded, cited again after being sent back:
+    the reference keeps its step, the span is cut, and the finding is kept with a note saying so. A reference
+    with any other problem is left out; a finding with nothing grounded left is still dropped (test above)."""
+    from evolve.analysis.records import render_groups
+
+    exp = make_experiment(tmp_path, {"alpha": "pf"})
+
+    def garbled(role, prompt, job):
+        if role == "analyst":
+            out = finding_answer("alpha__r1", "alpha__r2", 0, step=2, span="00000000deadbeef")
+            out["evidence"].append({"trial": "alpha__r9", "episode": 0})  # not a run of the pair
+            return out
+        names = [ln[3:] for ln in prompt.splitlines() if ln.startswith("## ")]
+        return {"reviews": [{"group": n, "verdict": "accept", "applies_to_all": True, "distinct": True,
+                             "reason": "one member"} for n in names]}
+
+    backend = ScriptedBackend(garbled)
+    result = Analysis(exp, backend).run()
+    assert [r for r, _ in backend.calls].count("analyst") == 2  # sent back once, as before
+    assert "no span 00000000deadbeef" in backend.calls[1][1]
+    [f] = result.findings
+    assert [(r.trial, r.episode, r.step, r.span) for r in f.answer.evidence] == [("alpha__r2", 0, 2, None)]
+    assert f.answer.differences[0].evidence[0].span is None
+    events = Ledger(exp.root / "ledger.jsonl").events
+    assert [getattr(e, "status", None) for e in events if e.kind == "finding"] == ["sent_back", "valid"]
+    [valid] = [e for e in events if getattr(e, "status", "") == "valid"]
+    assert "no run of the pair has span 00000000deadbeef; cited as alpha__r2 ep0 step2" in valid.reason
+    assert "left out: alpha__r9 ep0: trial 'alpha__r9' is not one of this pair's runs" in valid.reason
+    assert "corrected: pair alpha:1:2: left out: alpha__r9" in render_groups(result)
+
+
+def test_a_finding_left_with_only_whole_run_references_is_dropped(tmp_path):
+    """Cutting a garbled span from a reference that named no step leaves a whole-episode reference: that does not
+    ground a finding, so it is dropped with the problems as the reason."""
+    exp = make_experiment(tmp_path, {"alpha": "pf"})
+    backend = ScriptedBackend(lambda role, prompt, job: finding_answer("alpha__r1", "alpha__r2", 0,
+                                                                         span="00000000deadbeef"))
+    result = Analysis(exp, backend).run()
+    assert result.findings == [] and [r for r, _ in backend.calls] == ["analyst", "analyst"]
+    [dropped] = [e for e in Ledger(exp.root / "ledger.jsonl").events if getattr(e, "status", "") == "dropped"]
+    assert "has no span 00000000deadbeef" in dropped.reason

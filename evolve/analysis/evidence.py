@@ -3,7 +3,8 @@
 A reference must name a trial of the pair, an episode that trial has, a step id that exists (in that episode
 when both are given) and a span id present in its ``spans.jsonl`` (in that episode when both are given). Behaviour
 ids must exist in the version's Handbook when one is given. The problems come back as sentences the analyst is
-shown once; a finding that still has problems is dropped with them as the reason. A span id names its run, so a
+shown once; a finding that still has problems keeps its good references (:func:`salvage`), and is dropped with
+the problems as the reason when those no longer ground it. A span id names its run, so a
 span cited under the pair's other run is attributed to the run that has it (:func:`attribute_spans`) rather than
 sent back: the 1.5B analyst did that twice in a row on a real corpus, and lost an otherwise checkable finding.
 """
@@ -129,6 +130,41 @@ def check_ref(ref: EvidenceRef, traces: dict[str, TraceIndex]) -> str | None:
         if ref.episode is not None and idx.spans[key] not in (None, ref.episode):
             return f"{ref.label()}: span {ref.span} belongs to episode {idx.spans[key]}, not {ref.episode}"
     return None
+
+
+def salvage(answer: FindingAnswer, traces: dict[str, TraceIndex]) -> tuple[FindingAnswer | None, list[str]]:
+    """What is left of a finding that still has bad references after its one retry. A reference whose only
+    problem is a span id that no run of the pair recorded keeps its trial, episode and step (the 16-hex id is what
+    a small model garbles: the live 1.5B lost a finding on one); any other bad reference is left out. The finding
+    survives when its own evidence list keeps a reference that names a step or a span; None otherwise. Returns
+    it with one note per reference cut or left out."""
+    fixed, notes = answer.model_copy(deep=True), []
+    recorded = {key for idx in traces.values() for key in idx.spans}
+
+    def keep(refs: list[EvidenceRef]) -> list[EvidenceRef]:
+        out = []
+        for ref in refs:
+            problem = check_ref(ref, traces)
+            if problem and ref.span and span_key(ref.span) not in recorded:
+                cut = ref.model_copy(update={"span": None})
+                if check_ref(cut, traces) is None:
+                    notes.append(f"{ref.label()}: no run of the pair has span {ref.span}; cited as {cut.label()}")
+                    out.append(cut)
+                    continue
+            if problem:
+                notes.append(f"left out: {problem}")
+            else:
+                out.append(ref)
+        return out
+
+    for d in fixed.differences:
+        d.evidence = keep(d.evidence)
+    for j in (fixed.information_available, fixed.mechanism_existed):
+        j.evidence = keep(j.evidence)
+    fixed.evidence = keep(fixed.evidence)
+    if not any(r.step is not None or r.span for r in fixed.evidence):
+        return None, notes
+    return fixed, notes
 
 
 def _span_of(episodes: set[int]) -> str:

@@ -27,7 +27,7 @@ from evolve.store import Experiment
 from handbook.model import HANDBOOK_FILE, Handbook, HandbookError, loads_handbook
 from validate.evaluate import kill_point
 
-from .evidence import TraceIndex, attribute_spans, check_finding
+from .evidence import TraceIndex, attribute_spans, check_finding, salvage
 from .inputs import pair_inputs
 from .models import (
     Finding,
@@ -201,7 +201,11 @@ class Analysis:
                                       reason=f"after being sent back: {exc}", role_call=error_info(exc)))
             return None
         answer, notes, problems = _checked(res.output, traces, known)
-        if problems:
+        if problems:  # what its good references still show is kept, if they still ground it
+            kept, cut = salvage(answer, traces)
+            if kept is not None and not check_finding(kept, traces, known):
+                log.warning("finding of pair %s kept without its bad references: %s", pair.key, "; ".join(cut))
+                return self._valid(key, fid, pair, kept, res, notes + cut)
             log.warning("finding of pair %s dropped: %s", pair.key, "; ".join(problems))
             self._append(FindingEvent(key=key, commit=self.commit, pair=pair.key, status="dropped",
                                       finding=res.output.model_dump(mode="json"), reason="\n".join(problems),
