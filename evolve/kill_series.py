@@ -25,6 +25,7 @@ class Invocation:
     returncode: int
     seconds: float
     log: Path
+    number: int = 0  # its place in the numbered logs of its series (kill_series sets it)
 
     @property
     def killed(self) -> bool:
@@ -67,7 +68,7 @@ def kill_series(cmd: list[str], stages: list[str], logs: Path, env: dict[str, st
         log = logs / f"{i:02d}-{stage.replace(':', '_').replace('+', '')}.log"
         say(f"[{time.strftime('%H:%M:%S')}] invocation {i}: kill at {stage} (output: {log})")
         inv = invoke(cmd, run_env, log, after, cwd, timeout)
-        inv.stage = stage
+        inv.stage, inv.number = stage, i
         done.append(inv)
         say(f"[{time.strftime('%H:%M:%S')}]   exit {inv.returncode} after {inv.seconds / 60:.1f} min")
         if not inv.killed:
@@ -76,12 +77,14 @@ def kill_series(cmd: list[str], stages: list[str], logs: Path, env: dict[str, st
     log = logs / f"{first + len(stages):02d}-final.log"
     say(f"[{time.strftime('%H:%M:%S')}] last invocation, to the end (output: {log})")
     done.append(invoke(cmd, base, log, None, cwd, timeout))
+    done[-1].number = first + len(stages)
     return done
 
 
-def table(series: list[Invocation], first: int = 1) -> str:
-    """Where each invocation died and how long it ran."""
+def table(series: list[Invocation]) -> str:
+    """Where each invocation died and how long it ran, by its number in the series' logs."""
     rows = ["invocation  killed at                 exit  minutes"]
-    for i, inv in enumerate(series, first):
-        rows.append(f"{i:>10}  {inv.stage or '(none: to the end)':<24} {inv.returncode:>5}  {inv.seconds / 60:7.1f}")
+    for inv in series:
+        stage = inv.stage or "(none: to the end)"
+        rows.append(f"{inv.number:>10}  {stage:<24} {inv.returncode:>5}  {inv.seconds / 60:7.1f}")
     return "\n".join(rows)

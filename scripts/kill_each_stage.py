@@ -47,9 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     rounds = ["--rounds", str(args.rounds)] if args.command == "evolve" else []
     cmd = [*rise, args.command, args.name, *rounds, "--resume", "--runs-dir", args.runs_dir, *extra]
     logs = Path(args.runs_dir) / args.name / "kills"
-    first = len(list(logs.glob("*.log"))) + 1
     series = kill_series(cmd, args.stage, logs, progress=lambda msg: print(msg, flush=True))
-    print("\n" + table(series, first))
+    print("\n" + table(series))
     print("\n" + "\n".join(series[-1].log.read_text().splitlines()[-15:]))
     audit = subprocess.run([*rise, "audit", args.name, "--runs-dir", args.runs_dir], check=False)
     return series[-1].returncode if series[-1].returncode != 0 else audit.returncode

@@ -47,6 +47,8 @@ def test_a_timed_kill_stops_whatever_runs_and_a_second_series_numbers_on(tmp_pat
     assert series[1].returncode == 0
     assert (tmp_path / "book.txt").read_text().splitlines() == [f"step {n}" for n in range(5)]
     assert [p.name for p in sorted((tmp_path / "logs").glob("*.log"))][2:] == ["03-t1.log", "04-final.log"]
+    assert [inv.number for inv in series] == [3, 4] and [inv.log.name[:2] for inv in series] == ["03", "04"]
+    assert [ln.split()[0] for ln in table(series).splitlines()[1:]] == ["3", "4"]  # the table numbers on too
 
 
 def test_a_stage_never_reached_ends_the_series_with_that_run(tmp_path):

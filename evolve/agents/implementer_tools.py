@@ -4,8 +4,9 @@ Writes resolve inside the worktree after symlinks and never touch ``.git`` (a ho
 outside any sandbox). A ``.toml`` file (the harness's settings, recording config, Handbook, contracts) must still
 parse after a write or an edit, and ``write_file`` may not drop entries an existing one holds (small coding
 models rewrite a whole settings file from memory and cut it): such a write is refused, the file left as it was,
-and the model told which entries it would have lost; ``edit_file`` can still remove one on purpose. ``run`` executes in :mod:`evolve.agents.sandbox`: only the worktree is writable and
-there is no network; a write the sandbox blocked is reported as refused.
+and the model told which entries it would have lost; ``edit_file`` can still remove one on purpose. ``run``
+executes in :mod:`evolve.agents.sandbox`: only the worktree is writable and there is no network; a write the
+sandbox blocked is reported as refused.
 """
 
 from __future__ import annotations
