@@ -142,20 +142,30 @@ def test_trial_tools_find_a_bare_trial_name_in_the_trials_folder(tmp_path: Path)
     assert "no such file or folder" in use(bare, "trajectory_step", trial="greet__r1", episode=0)
 
 
-def test_a_toml_write_that_would_drop_entries_or_not_parse_is_refused_and_the_file_kept(ctx: ToolContext) -> None:
+def test_a_toml_write_that_leaves_entries_out_is_merged_and_one_that_does_not_parse_refused(ctx: ToolContext) -> None:
     """Seen live: the bundled 1.5B implementer rewrote settings.toml and recording.toml from memory, cut them,
-    and the candidate failed its smoke check. The write tools now refuse that and say what would be lost."""
+    and the candidate failed its smoke check; refused, it wrote the same cut file 13 times more. A whole-file write
+    that leaves entries out is now merged into the file: what it left out is kept, and the model told so."""
     import tomllib
 
     for name in ("settings.toml", "recording.toml"):
         shutil.copy(SEED / name, ctx.workspace / name)
     settings = (ctx.workspace / "settings.toml").read_text()
-    cut = "[terminus]\nmax_episodes = 1000000\n[completion]\nverify = true\n"
+    before = tomllib.loads(settings)
+    cut = "[terminus]\nmax_episodes = 7\n[completion]\nverify = true\n"
     text = use(ctx, "write_file", path="settings.toml", content=cut)
-    assert text.startswith("error: writing the whole of settings.toml would drop ")
-    assert "entries it holds now: context, midharness, model, observation, terminus." in text  # tables first
-    assert "tmux," in text and "context.context_limit" not in text  # a dropped table stands for its keys
-    assert (ctx.workspace / "settings.toml").read_text() == settings
+    assert text.startswith("wrote settings.toml") and "your content left out " in text
+    assert "entries settings.toml holds (context, midharness, model, observation, terminus." in text  # tables first
+    assert "tmux," in text and "context.context_limit" not in text  # a left-out table stands for its keys
+    assert "(added: completion; changed: terminus.max_episodes)" in text
+    after = tomllib.loads((ctx.workspace / "settings.toml").read_text())
+    assert after["completion"] == {"verify": True} and after["terminus"]["max_episodes"] == 7
+    assert {k: v for k, v in after.items() if k not in ("completion", "terminus")} == \
+        {k: v for k, v in before.items() if k != "terminus"}
+    assert {k: v for k, v in after["terminus"].items() if k != "max_episodes"} == \
+        {k: v for k, v in before["terminus"].items() if k != "max_episodes"}
+    assert settings.splitlines()[0] in (ctx.workspace / "settings.toml").read_text()  # comments kept (tomlkit)
+    (ctx.workspace / "settings.toml").write_text(settings)
 
     # every entry kept, one added: written; an edit may still remove an entry on purpose
     assert use(ctx, "write_file", path="settings.toml", content=settings + "\n[completion]\nverify = true\n") \
@@ -176,7 +186,11 @@ def test_a_toml_write_that_would_drop_entries_or_not_parse_is_refused_and_the_fi
     assert use(ctx, "write_file", path="recording.toml", content=head + "".join(reversed(blocks))) \
         .startswith("wrote recording.toml")
     text = use(ctx, "write_file", path="recording.toml", content=head + "".join(blocks[1:]))
-    assert "would drop 2 entries" in text and "boundary[loop:Agent.run]" in text
+    assert "left out 2 entries" in text and "boundary[loop:Agent.run]" in text
+    def by_target(text: str) -> dict:
+        data = tomllib.loads(text)
+        return {**data, "boundary": sorted(data["boundary"], key=lambda b: b["target"])}
+    assert by_target((ctx.workspace / "recording.toml").read_text()) == by_target(recording)  # kept
     # a new file, or any other kind of file, is written as given
     assert use(ctx, "write_file", path="contracts/new.toml", content="a = 1\n").startswith("wrote")
     assert use(ctx, "write_file", path="notes.txt", content="x").startswith("wrote")

@@ -22,8 +22,8 @@ def _script():
 
 
 class CarelessCoder:
-    """A test double for a small coding model: rewrites settings.toml from memory (refused by the TOML guard),
-    then breaks main.py, and says it is done."""
+    """A test double for a small coding model: writes a settings.toml that does not parse (refused by the TOML
+    guard), then breaks main.py, and says it is done."""
 
     name = "careless"
 
@@ -40,7 +40,7 @@ class CarelessCoder:
         from evolve.agents.tools import invoke
 
         tools = {t.name: t for t in job.tools}
-        await invoke(tools["write_file"], job.ctx, {"path": "settings.toml", "content": "[completion]\nx = 1\n"})
+        await invoke(tools["write_file"], job.ctx, {"path": "settings.toml", "content": "[completion\nx = 1\n"})
         await invoke(tools["write_file"], job.ctx, {"path": "main.py", "content": "raise SystemExit(3)\n"})
         answer = {"summary": "implemented the mechanism as asked", "check_passed": True}
         return BackendReply(output=job.role.output.model_validate(answer),
@@ -75,7 +75,7 @@ def test_a_broken_candidate_fails_and_the_guard_refusal_is_listed(tmp_path, monk
                    "--slug", "careless", "--round", "7"])
     out = capsys.readouterr().out
     assert rc == 1, out
-    assert "refused or failed: 1" in out and "write_file: error: writing the whole of settings.toml" in out
+    assert "refused or failed: 1" in out and "write_file: error: settings.toml would not be valid TOML" in out
     assert "cand/r07-careless" in out
     settings = exp.root / "worktrees" / "r07-careless" / "harness" / "settings.toml"
     assert "x = 1" not in settings.read_text()  # the guard kept the file

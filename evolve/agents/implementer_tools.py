@@ -2,9 +2,10 @@
 
 Writes resolve inside the worktree after symlinks and never touch ``.git`` (a hook written there would run
 outside any sandbox). A ``.toml`` file (the harness's settings, recording config, Handbook, contracts) must still
-parse after a write or an edit, and ``write_file`` may not drop entries an existing one holds (small coding
-models rewrite a whole settings file from memory and cut it): such a write is refused, the file left as it was,
-and the model told which entries it would have lost; ``edit_file`` can still remove one on purpose. ``run``
+parse after a write or an edit (else the change is refused and the file left as it was), and a ``write_file``
+that leaves out entries an existing one holds is merged into it (small coding models rewrite a whole settings
+file from memory, meaning to add one key, and cut it): the entries left out are kept, and the model is told
+which, and what its content added or changed; ``edit_file`` can still remove one on purpose. ``run``
 executes in :mod:`evolve.agents.sandbox`: only the worktree is writable and there is no network; a write the
 sandbox blocked is reported as refused.
 """
@@ -15,7 +16,9 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any
 
+import tomlkit
 from pydantic import Field
+from tomlkit.items import AoT
 
 from evolve.agents.sandbox import run_confined
 from evolve.agents.tools import ToolContext, ToolError, ToolRefused, tool
@@ -58,25 +61,81 @@ def _parsed_toml(path: str, content: str) -> dict[str, Any]:
                         "was") from None
 
 
-def _guard_toml(path: str, target: Path, content: str, whole: bool) -> None:
-    """Refuse a ``.toml`` change that does not parse, or (``whole``: a write of the entire file) that drops
-    entries the file holds now."""
+def _ident(item: Any) -> str | None:
+    """How an array of tables names an item (its ``target``, ``name``, ``id`` or ``key``), if it does."""
+    return next((item[k] for k in ("target", "name", "id", "key") if isinstance(item.get(k), str)), None)
+
+
+def _plain(value: Any) -> Any:
+    return value.unwrap() if hasattr(value, "unwrap") else value
+
+
+def _merge_toml(old_text: str, new_text: str) -> tuple[str, list[str], list[str]]:
+    """``old_text`` with ``new_text`` merged in (tomlkit keeps the old file's comments and layout): entries the new
+    text adds are added, values it changes are changed, entries it leaves out are kept; an array of tables' items
+    are matched by :func:`_ident`. Returns the merged text, the entries added and the entries changed."""
+    doc, new = tomlkit.parse(old_text), tomlkit.parse(new_text)
+    added: list[str] = []
+    changed: list[str] = []
+
+    def merge(dst: Any, src: Any, prefix: str) -> None:
+        for key, value in src.items():
+            path = f"{prefix}.{key}" if prefix else str(key)
+            have = dst.get(key)
+            if key not in dst:
+                dst[key] = value
+                added.append(path)
+            elif isinstance(have, dict) and isinstance(value, dict):
+                merge(have, value, path)
+            elif isinstance(have, AoT) and isinstance(value, AoT):
+                for item in value:
+                    ident = _ident(item)
+                    match = next((o for o in have if ident is not None and _ident(o) == ident), None)
+                    if match is not None:
+                        merge(match, item, f"{path}[{ident}]")
+                    elif _plain(item) not in [_plain(o) for o in have]:
+                        have.append(item)
+                        added.append(f"{path}[{ident if ident is not None else len(have) - 1}]")
+            elif _plain(have) != _plain(value):
+                dst[key] = value
+                changed.append(path)
+
+    merge(doc, new, "")
+    return tomlkit.dumps(doc), added, changed
+
+
+def _checked_toml(path: str, target: Path, content: str, whole: bool) -> tuple[str, str]:
+    """What to write for a ``.toml`` change, and a note for the model. A change that does not parse is refused.
+    A write of the whole file (``whole``) that leaves out entries the file holds now is merged into it instead
+    (small coding models rewrite a settings file from memory, meaning to add one key): the entries it left out
+    are kept, and the note names them and what was added or changed."""
     if target.suffix != ".toml":
-        return
+        return content, ""
     new = _parsed_toml(path, content)
     if not (whole and target.is_file()):
-        return
+        return content, ""
+    old_text = target.read_text(encoding="utf-8", errors="replace")
     try:
-        old = tomllib.loads(target.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError):
-        return  # nothing sound to compare with: the write may mend it
+        old = tomllib.loads(old_text)
+    except tomllib.TOMLDecodeError:
+        return content, ""  # nothing sound to compare with: the write may mend it
     lost = sorted(_toml_entries(old) - _toml_entries(new))
-    if lost:  # named by the outermost entry lost: a dropped table stands for its keys
-        roots = [e for e in lost if not any(e.startswith((f"{o}.", f"{o}[")) for o in lost if o != e)]
-        shown = ", ".join(roots[:12]) + (f" and {len(roots) - 12} more" if len(roots) > 12 else "")
+    if not lost:
+        return content, ""
+    roots = [e for e in lost if not any(e.startswith((f"{o}.", f"{o}[")) for o in lost if o != e)]
+    shown = ", ".join(roots[:12]) + (f" and {len(roots) - 12} more" if len(roots) > 12 else "")
+    try:
+        merged, added, changed = _merge_toml(old_text, content)
+        ok = _toml_entries(old) <= _toml_entries(tomllib.loads(merged))
+    except Exception:  # noqa: BLE001 (a document tomlkit cannot merge: refuse as before)
+        ok = False
+    if not ok:
         raise ToolError(f"writing the whole of {path} would drop {len(lost)} entries it holds now: {shown}. The "
                         "file was left as it was. Add or change entries with edit_file (its `old` text must occur "
                         "once), or write the file again with every entry kept")
+    return merged, (f"; your content left out {len(lost)} entries {path} holds ({shown}): they were kept and your "
+                    f"content merged in (added: {', '.join(added) or 'none'}; changed: {', '.join(changed) or 'none'})."
+                    " To remove an entry, use edit_file")
 
 
 @tool(group="write")
@@ -85,10 +144,10 @@ def write_file(ctx: ToolContext,
                content: Annotated[str, Field(description="the whole new content of the file")]) -> str:
     """Create or overwrite a file in the worktree (parent folders are created)."""
     target = _writable(ctx, path)
-    _guard_toml(path, target, content, whole=True)
+    content, note = _checked_toml(path, target, content, whole=True)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(content, encoding="utf-8")
-    return f"wrote {path} ({len(content)} characters)"
+    return f"wrote {path} ({len(content)} characters){note}"
 
 
 @tool(group="write")
@@ -106,7 +165,7 @@ def edit_file(ctx: ToolContext,
         raise ToolError(f"`old` occurs {count} times in {path}; it must occur exactly once "
                         "(add surrounding lines to make it unique)")
     changed = text.replace(old, new, 1)
-    _guard_toml(path, target, changed, whole=False)
+    _checked_toml(path, target, changed, whole=False)
     target.write_text(changed, encoding="utf-8")
     return f"edited {path}: replaced {len(old)} characters with {len(new)}"
 
