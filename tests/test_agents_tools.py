@@ -194,3 +194,22 @@ def test_a_toml_write_that_leaves_entries_out_is_merged_and_one_that_does_not_pa
     # a new file, or any other kind of file, is written as given
     assert use(ctx, "write_file", path="contracts/new.toml", content="a = 1\n").startswith("wrote")
     assert use(ctx, "write_file", path="notes.txt", content="x").startswith("wrote")
+
+
+def test_an_edit_whose_old_text_is_missing_names_the_closest_lines_and_how_to_add(ctx: ToolContext) -> None:
+    """Seen live: the bundled 1.5B implementer sent `old = "completion.verify_before_complete = false"` (a line
+    settings.toml never had) 15 times, the error the same each time. The error now shows the file's closest lines
+    and how to add an entry instead; the file is untouched."""
+    shutil.copy(SEED / "settings.toml", ctx.workspace / "settings.toml")
+    settings = (ctx.workspace / "settings.toml").read_text()
+    text = use(ctx, "edit_file", path="settings.toml", old="max_episodes = 50\n", new="max_episodes = 5\n")
+    assert text.startswith("error: `old` occurs 0 times in settings.toml")
+    line = next(n for n, ln in enumerate(settings.splitlines(), 1) if ln.startswith("max_episodes ="))
+    assert f"Its closest lines: {line}: max_episodes = " in text  # found despite the line's trailing comment
+    assert "write_file settings.toml with only the tables and keys to add" in text
+    text = use(ctx, "edit_file", path="settings.toml", old="completion.verify_before_complete = false", new="x")
+    assert "Nothing in settings.toml resembles it" in text
+    assert (ctx.workspace / "settings.toml").read_text() == settings
+    (ctx.workspace / "m.py").write_text("def f():\n    return 1\n")
+    text = use(ctx, "edit_file", path="m.py", old="return 2", new="return 3")
+    assert "Its closest lines: 2:     return 1." in text and "write_file" not in text  # the TOML hint only

@@ -12,6 +12,7 @@ sandbox blocked is reported as refused.
 
 from __future__ import annotations
 
+import difflib
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any
@@ -150,6 +151,23 @@ def write_file(ctx: ToolContext,
     return f"wrote {path} ({len(content)} characters){note}"
 
 
+def _nearest(path: str, text: str, old: str) -> str:
+    """What to do instead when ``old`` is not in the file: its closest lines, and how to add something new (the
+    live 1.5B implementer sent one edit whose `old` line did not exist 15 times, the error unchanged each time)."""
+    lines = text.splitlines()
+    wanted = next((ln.strip() for ln in old.splitlines() if ln.strip()), "")
+    bare = [ln.split(" #", 1)[0].strip() for ln in lines]  # a trailing comment would hide a close line
+    close = difflib.get_close_matches(wanted, bare, n=3, cutoff=0.5) if wanted else []
+    shown = [f"{n}: {lines[n - 1].rstrip()}" for m in close for n in [bare.index(m) + 1]]
+    out = ". Its closest lines: " + "; ".join(shown) if shown else f". Nothing in {path} resembles it"
+    out += (". Read the file (read_file) and copy `old` from it. To add something new, take an existing line as "
+            "`old` and that line plus yours as `new`")
+    if path.endswith(".toml"):
+        out += (f", or write_file {path} with only the tables and keys to add (the entries it holds are kept and "
+                "yours merged in)")
+    return out
+
+
 @tool(group="write")
 def edit_file(ctx: ToolContext,
               path: Annotated[str, Field(description="file path relative to the worktree")],
@@ -161,6 +179,8 @@ def edit_file(ctx: ToolContext,
         raise ToolError(f"no such file: {path!r}")
     text = target.read_text(encoding="utf-8")
     count = text.count(old) if old else 0
+    if count == 0:
+        raise ToolError(f"`old` occurs 0 times in {path}; it must occur exactly once{_nearest(path, text, old)}")
     if count != 1:
         raise ToolError(f"`old` occurs {count} times in {path}; it must occur exactly once "
                         "(add surrounding lines to make it unique)")
