@@ -7,7 +7,8 @@ mechanism, without a whole ``rise evolve`` round around it.
 The candidate goes on ``cand/rNN-SLUG`` (round 90 by default, out of the way of real rounds; an existing branch of
 that name is reset to the incumbent first), committed as ``rise evolve`` commits it; nothing is booked in the
 ledger. Prints the implementer's answer, its tool calls (refusals among them), the smoke check and the contracts.
-Exit status: 0 when both checks passed, 1 otherwise, 2 when the role call itself failed."""
+Exit status: 0 when both checks passed, 1 otherwise (or when it changed nothing), 2 when the role call itself
+failed."""
 
 from __future__ import annotations
 
@@ -69,6 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     diff = diff_of(exp, exp.commit_of(incumbent), commit)
     print(f"diff: {len(diff.splitlines())} lines, files: "
           f"{exp.repo.git.diff('--name-only', exp.commit_of(incumbent), commit).split() or 'none'}")
+    if not diff.strip():
+        print("the implementer changed nothing (rise evolve books such an implementation as failed): no checks run")
+        return 1
     wt = exp.root / "worktrees" / f"r{args.round:02d}-{slug}" / "harness"
     smoke = smoke_check(wt, out / "smoke")
     print(smoke.summary())

@@ -27,10 +27,10 @@ class CarelessCoder:
 
     name = "careless"
 
-    def __init__(self) -> None:
+    def __init__(self, idle: bool = False) -> None:
         from trials.endpoints.spec import PriceTable
 
-        self.price = PriceTable()
+        self.price, self.idle = PriceTable(), idle  # idle: no tool call at all, only the answer
 
     def __call__(self, role: str, key: str) -> CarelessCoder:
         return self
@@ -40,6 +40,10 @@ class CarelessCoder:
         from evolve.agents.tools import invoke
 
         tools = {t.name: t for t in job.tools}
+        if self.idle:
+            return BackendReply(output=job.role.output.model_validate({"summary": "the setting is now on",
+                                                                       "check_passed": True}),
+                                usage=Usage(input_tokens=100, output_tokens=20, requests=1))
         await invoke(tools["write_file"], job.ctx, {"path": "settings.toml", "content": "[completion\nx = 1\n"})
         await invoke(tools["write_file"], job.ctx, {"path": "main.py", "content": "raise SystemExit(3)\n"})
         answer = {"summary": "implemented the mechanism as asked", "check_passed": True}
@@ -80,3 +84,15 @@ def test_a_broken_candidate_fails_and_the_guard_refusal_is_listed(tmp_path, monk
     settings = exp.root / "worktrees" / "r07-careless" / "harness" / "settings.toml"
     assert "x = 1" not in settings.read_text()  # the guard kept the file
     assert ": FAILED" in out and "contracts passed" not in out and "contracts failed" not in out  # smoke first
+
+
+def test_an_implementer_that_changes_nothing_gets_no_checks(tmp_path, monkeypatch, capsys):
+    """Seen live three times: the 1.5B implementer's calls all failed, it answered check_passed = true, and the
+    worktree was the incumbent's. The script says so and runs no check on the incumbent's code."""
+    exp = make_experiment(tmp_path / "runs", "http://127.0.0.1:9/v1")
+    mod = _script()
+    monkeypatch.setattr(mod, "default_backends", lambda _exp: CarelessCoder(idle=True))
+    (tmp_path / "verify.json").write_text(json.dumps(VERIFY))
+    rc = mod.main([exp.root.name, str(tmp_path / "verify.json"), "--runs-dir", str(tmp_path / "runs")])
+    out = capsys.readouterr().out
+    assert rc == 1 and "the implementer changed nothing" in out and "smoke check" not in out, out
