@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
+import socket
 import stat
 import sys
 from pathlib import Path
@@ -18,7 +20,7 @@ from typer.testing import CliRunner
 
 from evolve.cli import app
 from trials.endpoints.pool import EndpointPool
-from trials.endpoints.serve import free_port, list_states, port_in_use, stop_server, visible_gpus
+from trials.endpoints.serve import list_states, port_in_use, stop_server, visible_gpus
 
 REPO = Path(__file__).resolve().parent.parent
 FAKE_VLLM = """#!{python}
@@ -50,10 +52,25 @@ def fake_vllm(tmp_path, monkeypatch):
     return record
 
 
+def _bindable(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def _two_free_ports() -> int:
-    for _ in range(50):
-        port = free_port()
-        if not port_in_use(port + 1):
+    """Two consecutive ports free to bind, below the kernel's ephemeral range: a port taken from that range (as
+    free_port() does) can be handed to any outgoing connection before the second replica binds it, which failed a
+    CI run with "Address already in use" on port + 1."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0]) \
+        if Path("/proc/sys/net/ipv4/ip_local_port_range").is_file() else 32768
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randrange(max(1024, low - 12000), low - 2)
+        if _bindable(port) and _bindable(port + 1) and not port_in_use(port) and not port_in_use(port + 1):
             return port
     raise RuntimeError("no two consecutive free ports")
 
