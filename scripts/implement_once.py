@@ -20,7 +20,6 @@ from collections import Counter
 from pathlib import Path
 
 from evolve.agents import RoleError, read_transcript
-from evolve.analysis.roles import with_limits
 from evolve.controller import Controller
 from evolve.evolve_options import default_backends
 from evolve.implement.implementer import IMPLEMENTER, diff_of, implement
@@ -44,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     slug = args.slug or spec.mechanism
     incumbent = exp.incumbent()
     incumbent_dir = Controller(exp).version_dir(incumbent)
-    role = with_limits(exp.config.agents.role_limits(IMPLEMENTER))
+    role = exp.config.agents.role_limits(IMPLEMENTER)
     out = exp.root / "implement_once" / f"r{args.round:02d}" / slug
     started = time.monotonic()
     print(f"implementer on {slug!r} from {incumbent} ({role.limits.max_turns} turns, "
@@ -73,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     if not diff.strip():
         print("the implementer changed nothing (rise evolve books such an implementation as failed): no checks run")
         return 1
-    wt = exp.root / "worktrees" / f"r{args.round:02d}-{slug}" / "harness"
+    _, wt = exp.create_candidate(args.round, slug)  # the worktree implement() used (it exists: nothing made)
     smoke = smoke_check(wt, out / "smoke")
     print(smoke.summary())
     if not smoke.passed:

@@ -37,6 +37,11 @@ def _writable(ctx: ToolContext, path: str) -> Path:
     return target
 
 
+def _ident(item: Any) -> str | None:
+    """How an array of tables names an item (its ``target``, ``name``, ``id`` or ``key``), if it does."""
+    return next((item[k] for k in ("target", "name", "id", "key") if isinstance(item.get(k), str)), None)
+
+
 def _toml_entries(node: Any, prefix: str = "") -> set[str]:
     """Dotted paths of a parsed TOML document's keys; an array of tables' items are named by their ``target``,
     ``name``, ``id`` or ``key`` where they have one (else by position), so a reordered array loses nothing."""
@@ -48,7 +53,8 @@ def _toml_entries(node: Any, prefix: str = "") -> set[str]:
             out |= _toml_entries(v, path)
     elif isinstance(node, list) and node and all(isinstance(i, dict) for i in node):
         for n, item in enumerate(node):
-            ident = next((item[k] for k in ("target", "name", "id", "key") if isinstance(item.get(k), str)), n)
+            ident = _ident(item)
+            ident = n if ident is None else ident
             out.add(f"{prefix}[{ident}]")
             out |= _toml_entries(item, f"{prefix}[{ident}]")
     return out
@@ -60,11 +66,6 @@ def _parsed_toml(path: str, content: str) -> dict[str, Any]:
     except tomllib.TOMLDecodeError as exc:
         raise ToolError(f"{path} would not be valid TOML after this change ({exc}); the file was left as it "
                         "was") from None
-
-
-def _ident(item: Any) -> str | None:
-    """How an array of tables names an item (its ``target``, ``name``, ``id`` or ``key``), if it does."""
-    return next((item[k] for k in ("target", "name", "id", "key") if isinstance(item.get(k), str)), None)
 
 
 def _plain(value: Any) -> Any:
@@ -120,14 +121,15 @@ def _checked_toml(path: str, target: Path, content: str, whole: bool) -> tuple[s
         old = tomllib.loads(old_text)
     except tomllib.TOMLDecodeError:
         return content, ""  # nothing sound to compare with: the write may mend it
-    lost = sorted(_toml_entries(old) - _toml_entries(new))
+    held = _toml_entries(old)
+    lost = sorted(held - _toml_entries(new))
     if not lost:
         return content, ""
     roots = [e for e in lost if not any(e.startswith((f"{o}.", f"{o}[")) for o in lost if o != e)]
     shown = ", ".join(roots[:12]) + (f" and {len(roots) - 12} more" if len(roots) > 12 else "")
     try:
         merged, added, changed = _merge_toml(old_text, content)
-        ok = _toml_entries(old) <= _toml_entries(tomllib.loads(merged))
+        ok = held <= _toml_entries(tomllib.loads(merged))
     except Exception:  # noqa: BLE001 (a document tomlkit cannot merge: refuse as before)
         ok = False
     if not ok:
