@@ -182,3 +182,46 @@ def test_an_invalid_answer_at_the_last_turn_still_gets_its_corrective_turns(work
     assert result.output.model_dump() == GOOD and len(srv.requests) == 4
     assert offered[2] == offered[3] == ["final_answer"]  # no reading in the corrective turn either
     assert "corrective_turn" in kinds(result.transcript)
+
+
+def test_a_call_failing_again_and_again_withdraws_the_tools(workspace: Path, tmp_path: Path) -> None:
+    """The live 1.5B implementer sent one failing edit 15 times in a call. The second failure of the same call says
+    so; at max_repeated_failures (3, the implementer's; other roles default to 0) only the answer is offered.
+    Another call in between does not reset the count."""
+    role = get_role("explorer")
+    role = role.model_copy(update={"limits": role.limits.model_copy(update={"max_repeated_failures": 3})})
+    script = [call("read_file", path="nope.txt"), call("read_file", path="nope.txt"), call("list_dir", path="."),
+              call("read_file", path="nope.txt"), call("final_answer", **GOOD)]
+    with ScriptedServer(script) as srv:
+        result = run_role(role, {"question": "q"}, workspace, backend(srv), transcripts=tmp_path / "tr")
+        offered = [[t["function"]["name"] for t in r["tools"]] for r in srv.requests]
+        last_tool_msg = [m for m in srv.requests[-1]["messages"] if m["role"] == "tool"][-1]["content"]
+        second = [m for m in srv.requests[2]["messages"] if m["role"] == "tool"][-1]["content"]
+    assert result.output.model_dump() == GOOD
+    assert "read_file" in offered[3] and offered[4] == ["final_answer"]
+    assert "failed 2 times" in second and "at 3 the tools are withdrawn" in second
+    assert "no such file" in last_tool_msg and "failed 3 times, so the tools are withdrawn" in last_tool_msg
+    rows = read_transcript(result.transcript)
+    assert [(r["tool"], r["failures"]) for r in rows if r["kind"] == "repeat_breaker"] == [("read_file", 3)]
+
+
+def test_repeat_counts_clear_on_success_and_can_be_switched_off(tmp_path: Path) -> None:
+    from evolve.agents.tools import ToolContext, _count_repeats, get_tool
+    from evolve.agents.transcript import Transcript
+
+    def ctx(limit: int) -> ToolContext:
+        return ToolContext(workspace=tmp_path, limits=Limits(max_repeated_failures=limit),
+                           transcript=Transcript.create(tmp_path / "tr", "t"))
+
+    read, write = get_tool("read_file"), get_tool("write_file")
+    c = ctx(3)
+    _count_repeats(c, read, {"path": "x"}, "error", "e")
+    _count_repeats(c, read, {"path": "x"}, "ok", "fine")  # the same call succeeding clears its count
+    assert "failed 2 times" not in _count_repeats(c, read, {"path": "x"}, "error", "e")
+    _count_repeats(c, read, {"path": "x"}, "error", "e")
+    _count_repeats(c, write, {"path": "y", "content": ""}, "ok", "written")  # the workspace changed
+    assert _count_repeats(c, read, {"path": "x"}, "error", "e") == "e" and "answer_now" not in c.extra
+    off = ctx(0)  # the default of every role but the implementer: nothing said, nothing withdrawn
+    assert [_count_repeats(off, read, {"path": "x"}, "error", "e") for _ in range(5)] == ["e"] * 5
+    assert "answer_now" not in off.extra
+    assert get_role("implementer").limits.max_repeated_failures == 3

@@ -25,6 +25,10 @@ class Limits(BaseModel):
     min_tool_calls: int = Field(default=0, ge=0, description="an answer before this many tool calls is sent back")
     tool_output_chars: int = Field(default=8000, ge=200, description="a longer tool result is truncated")
     run_timeout_s: float = Field(default=60.0, gt=0, description="time limit of one run(cmd)")
+    max_repeated_failures: int = Field(
+        default=0, ge=0, description="the same tool call (same tool, same arguments) failing this many times "
+        "withdraws the tools: only the answer is offered from then on; from its second failure on it is told so; "
+        "0 = never (the default: recordings of real runs hold such repeats; the implementer sets 3)")
 
 
 class Role(BaseModel):

@@ -193,7 +193,35 @@ async def invoke(spec: ToolSpec, ctx: ToolContext, args: dict[str, Any] | None) 
     except Exception as exc:  # noqa: BLE001 (a tool bug must reach the model and the transcript, not crash)
         status = "error"
         text = f"error: {spec.name} failed: {type(exc).__name__}: {exc}"
+    text = _count_repeats(ctx, spec, args, status, text)
     shown, truncated = _truncate(text, ctx.limits.tool_output_chars)
     ctx.transcript.write("tool_result", tool=spec.name, status=status, result=shown, truncated=truncated,
                          chars=len(text), seconds=round(time.monotonic() - started, 4))
     return shown
+
+
+def _count_repeats(ctx: ToolContext, spec: ToolSpec, args: dict[str, Any] | None, status: str, text: str) -> str:
+    """Count failures of the same call (tool and arguments). When the role's ``max_repeated_failures`` is set, the
+    second failure on is told so, and at that number the tools are withdrawn (``extra["answer_now"]``: backends
+    then offer only the answer). The live 1.5B implementer sent one edit_file whose ``old`` the file never had 15
+    times in one call, answering none of the errors. A success of the same call clears its count; a successful
+    write tool clears them all (the workspace changed, so an old failure may not recur)."""
+    key = f"{spec.name} {json.dumps(args or {}, sort_keys=True, default=str)}"
+    failed: dict[str, int] = ctx.extra.setdefault("failed_calls", {})
+    if status == "ok":
+        if spec.group == "write":
+            failed.clear()
+        failed.pop(key, None)
+        return text
+    count = failed[key] = failed.get(key, 0) + 1
+    limit = ctx.limits.max_repeated_failures
+    if limit and count >= limit:
+        ctx.extra["answer_now"] = f"{spec.name} failed {count} times with the same arguments"
+        ctx.transcript.write("repeat_breaker", tool=spec.name, args=args, failures=count)
+        return (f"{text}\n\nThis exact call (same tool, same arguments) has now failed {count} times, so the tools "
+                "are withdrawn: give your final answer now, and say in it what you could not do.")
+    if count < 2 or not limit:
+        return text
+    return (f"{text}\n\nThis exact call (same tool, same arguments) has now failed {count} times; sending it again "
+            f"will fail again (at {limit} the tools are withdrawn). Read the error: change the arguments, or do "
+            "something else.")

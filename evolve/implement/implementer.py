@@ -47,7 +47,7 @@ IMPLEMENTER = register_role(Role(
     inputs=ImplementerInputs,
     tools=IMPLEMENTER_TOOLS,
     limits=Limits(max_turns=40, max_output_tokens=4000, deadline_s=2400, corrective_turns=2,
-                  tool_output_chars=6000, run_timeout_s=180),
+                  tool_output_chars=6000, run_timeout_s=180, max_repeated_failures=3),
 ))
 
 

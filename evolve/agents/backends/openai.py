@@ -162,7 +162,10 @@ def _as_tool(spec: ToolSpec, job: BackendJob) -> Tool[None]:
     def offered(ctx: RunContext[None], tool_def: Any) -> Any:
         # the last request within max_turns offers only the answer: a model that keeps reading (a small one
         # loops on the same file) is made to answer instead of running out of turns
-        return None if ctx.run_step >= job.role.limits.max_turns else tool_def
+        # so does a call that failed max_repeated_failures times with the same arguments (tools.invoke)
+        if ctx.run_step >= job.role.limits.max_turns or job.ctx.extra.get("answer_now"):
+            return None
+        return tool_def
 
     tool = Tool.from_schema(call, name=spec.name, description=spec.description, json_schema=spec.json_schema())
     tool.prepare = offered
