@@ -126,3 +126,23 @@ def test_a_hanging_cli_is_killed_at_the_deadline_with_its_process_group(workspac
     while left() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not left()
+
+
+def test_a_call_failing_again_and_again_withdraws_the_tools_on_claude(workspace: Path, tmp_path: Path) -> None:
+    """At max_repeated_failures the PreToolUse hook denies every further call of our tools, so the model must
+    answer (the openai backend stops offering them instead)."""
+    role = get_role("explorer")
+    role = role.model_copy(update={"limits": role.limits.model_copy(update={"max_repeated_failures": 2})})
+    cli = ScriptedCLI([[("tool", "read_file", {"path": "nope.txt"}),
+                        ("hook", "mcp__rise__read_file", {"path": "a.txt"}),
+                        ("tool", "read_file", {"path": "nope.txt"}),
+                        ("hook", "mcp__rise__read_file", {"path": "a.txt"}),
+                        ("result", GOOD)]])
+    result = run_role(role, {"question": "q"}, workspace, ClaudeBackend(transport=cli), transcripts=tmp_path / "tr")
+    assert result.output.model_dump() == GOOD
+    before, after = cli.answers[1][1], cli.answers[3][1]
+    assert _decision(before) == {}  # one failure: still allowed
+    assert _decision(after)["permissionDecision"] == "deny"
+    assert "tools are withdrawn" in _decision(after)["permissionDecisionReason"]
+    second = cli.answers[2][1]["response"]["mcp_response"]["result"]["content"][0]["text"]
+    assert "failed 2 times, so the tools are withdrawn" in second

@@ -200,7 +200,11 @@ def _confine_hook(ctx: ToolContext) -> Any:
         name = str(data.get("tool_name", ""))
         args = data.get("tool_input") or {}
         reason = None
-        if name == "Bash":
+        if ctx.extra.get("answer_now") and name.startswith(f"mcp__{SERVER}__"):
+            # a call that failed max_repeated_failures times withdrew our tools (tools.invoke); the CLI's own
+            # answer tool stays allowed
+            reason = f"the tools are withdrawn ({ctx.extra['answer_now']}): give your final answer now"
+        elif name == "Bash":
             reason = "Bash is not available here; use the run tool (it runs in the worktree's sandbox)"
         elif name in WRITE_TOOLS:
             for key in PATH_KEYS:
