@@ -150,6 +150,23 @@ async def test_agent_cannot_kill_the_keeper(sandbox):
     assert (await sandbox.exec("echo alive")).stdout == "alive\n"
 
 
+async def test_a_wall_clock_step_does_not_make_a_live_sandbox_look_gone(sandbox, monkeypatch):
+    """A snapshotted VM resuming here stepped the wall clock; the identity check then used psutil's create_time
+    (the boot time, from the clock, plus the start in ticks), which moved for every process, and four running
+    sandboxes were booked ⊥ at once. Identity is now the start in ticks alone."""
+    import psutil
+    import psutil._pslinux as pslinux
+
+    from trials.environments.local import owner_alive, owner_tag
+
+    tag, before = owner_tag(), psutil.Process(sandbox.pid).create_time()
+    real = pslinux.boot_time
+    monkeypatch.setattr(pslinux, "boot_time", lambda: real() + 3600.0)  # what the step does to psutil's view
+    assert psutil.Process(sandbox.pid).create_time() == pytest.approx(before + 3600.0)
+    assert (await sandbox.exec("echo alive")).stdout == "alive\n"
+    assert owner_alive(tag)  # so reap_leftovers keeps a live job's sandboxes
+
+
 async def test_exec_as_another_user(sandbox):
     r = await sandbox.exec("id -u", user="nobody")
     assert r.stdout.strip() == "65534"

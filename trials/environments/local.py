@@ -59,12 +59,19 @@ def bwrap_available() -> bool:
     return shutil.which("bwrap") is not None and shutil.which("nsenter") is not None
 
 
-def _starttime(pid: int) -> float | None:
-    """Start time of ``pid`` (guards against a recycled pid), or None if it is gone."""
+def _starttime(pid: int) -> int | None:
+    """Start time of ``pid`` in clock ticks after boot (guards against a recycled pid), or None if it is gone.
+
+    Not ``psutil.Process.create_time()``: that adds the boot time computed from the wall clock, so a clock step
+    (NTP, a suspended or snapshotted VM resuming) changes it for every live process. One such step here (the
+    kernel logged a VM fork) made four running sandboxes look gone at once, each trial booked ⊥."""
     try:
-        return psutil.Process(pid).create_time()
-    except psutil.Error:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
         return None
+    # field 22; the command name (field 2, in parentheses) may hold spaces and ')' itself
+    return int(stat[stat.rindex(b")") + 2:].split()[19])
 
 
 def _read_capped(f) -> str:
