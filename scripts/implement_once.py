@@ -55,8 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     except RoleError as exc:
         print(f"the role call failed after {time.monotonic() - started:.0f} s: {exc}")
         return 2
-    tools, problems = Counter(), []
+    tools, problems, withdrawn = Counter(), [], []
     for line in read_transcript(res.transcript):
+        if line.get("kind") == "repeat_breaker":
+            withdrawn.append(f"{line.get('tool')} failed {line.get('failures')} times with the same arguments")
         if line.get("kind") == "tool_result":
             tools[line.get("tool", "?")] += 1
             if line.get("status") != "ok":
@@ -66,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     print("tool calls:", dict(tools) or "none", f"; refused or failed: {len(problems)}")
     for p in problems:
         print("  ", p.replace("\n", " "))
+    for w in withdrawn:
+        print(f"tools withdrawn (only the answer offered from then on): {w}")
     diff = diff_of(exp, exp.commit_of(incumbent), commit)
     print(f"diff: {len(diff.splitlines())} lines, files: "
           f"{exp.repo.git.diff('--name-only', exp.commit_of(incumbent), commit).split() or 'none'}")

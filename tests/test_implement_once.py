@@ -30,7 +30,7 @@ class CarelessCoder:
     def __init__(self, idle: bool = False) -> None:
         from trials.endpoints.spec import PriceTable
 
-        self.price, self.idle = PriceTable(), idle  # idle: no tool call at all, only the answer
+        self.price, self.idle = PriceTable(), idle  # idle: changes nothing (one edit that fails 3 times)
 
     def __call__(self, role: str, key: str) -> CarelessCoder:
         return self
@@ -40,7 +40,10 @@ class CarelessCoder:
         from evolve.agents.tools import invoke
 
         tools = {t.name: t for t in job.tools}
-        if self.idle:
+        if self.idle:  # as the live 1.5B: the same edit of a line the file does not have, again and again
+            for _ in range(3):
+                await invoke(tools["edit_file"], job.ctx, {"path": "settings.toml", "old": "verify = false",
+                                                           "new": "verify = true"})
             return BackendReply(output=job.role.output.model_validate({"summary": "the setting is now on",
                                                                        "check_passed": True}),
                                 usage=Usage(input_tokens=100, output_tokens=20, requests=1))
@@ -87,8 +90,9 @@ def test_a_broken_candidate_fails_and_the_guard_refusal_is_listed(tmp_path, monk
 
 
 def test_an_implementer_that_changes_nothing_gets_no_checks(tmp_path, monkeypatch, capsys):
-    """Seen live three times: the 1.5B implementer's calls all failed, it answered check_passed = true, and the
-    worktree was the incumbent's. The script says so and runs no check on the incumbent's code."""
+    """Seen live four times: the 1.5B implementer's calls all failed, it answered check_passed = true, and the
+    worktree was the incumbent's. The script says so, names the withdrawn tools, and runs no check on the
+    incumbent's code."""
     exp = make_experiment(tmp_path / "runs", "http://127.0.0.1:9/v1")
     mod = _script()
     monkeypatch.setattr(mod, "default_backends", lambda _exp: CarelessCoder(idle=True))
@@ -96,3 +100,4 @@ def test_an_implementer_that_changes_nothing_gets_no_checks(tmp_path, monkeypatc
     rc = mod.main([exp.root.name, str(tmp_path / "verify.json"), "--runs-dir", str(tmp_path / "runs")])
     out = capsys.readouterr().out
     assert rc == 1 and "the implementer changed nothing" in out and "smoke check" not in out, out
+    assert "tools withdrawn (only the answer offered from then on): edit_file failed 3 times" in out, out
