@@ -32,12 +32,15 @@ def _tasks() -> list[Task]:
     return load_task_set(STARTER) + load_task_set(TB_FIXTURES)
 
 
-async def _reward(task: Task, trial_dir: Path, solve: bool) -> tuple[str, str]:
-    """(reward.txt content, verifier output) of one fresh sandbox, solved first when ``solve``."""
+async def _reward(task: Task, trial_dir: Path, solve: bool, command: str | None = None) -> tuple[str, str]:
+    """(reward.txt content, verifier output) of one fresh sandbox, solved first when ``solve`` (or after running
+    ``command`` in /app)."""
     env = _local_environment()(task, trial_dir)
     await env.start()
     try:
         notes = ""
+        if command:
+            assert (await env.exec(command, cwd="/app")).returncode == 0
         if solve:
             await env.upload(task.solution_dir, "/solution")
             res = await env.exec("bash /solution/solve.sh", env=dict(task.config.solution.env), timeout=120)
@@ -64,3 +67,17 @@ async def test_task_fails_untouched_and_passes_with_its_oracle(name, tmp_path):
     assert before == "0", f"untouched environment should fail: reward={before!r}\n{notes}"
     after, notes = await _reward(task, tmp_path / "solved", solve=True)
     assert after == "1", f"oracle solution should pass: reward={after!r}\n{notes}"
+
+
+@pytest.mark.parametrize(("command", "expected"), [
+    ("wc -l /app/data.txt > /app/count.txt", "1"),  # what the 1.5B reaches for (retuned 2026-12-05)
+    ("wc -l data.txt > count.txt", "1"),
+    ("echo 137 > count.txt", "1"),
+    ("echo 136 > count.txt", "0"),
+    ("echo '137 lines' > count.txt", "0"),
+    ("wc -l /app/data.txt > /app/count.txt; echo x >> /app/data.txt", "0"),
+])
+async def test_count_lines_takes_what_wc_prints_and_nothing_else(command, expected, tmp_path):
+    task = next(t for t in load_task_set(STARTER) if t.name == "count-lines")
+    reward, notes = await _reward(task, tmp_path / "run", solve=False, command=command)
+    assert reward == expected, notes

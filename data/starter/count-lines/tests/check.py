@@ -1,4 +1,5 @@
-"""Checks for count-lines: /app/count.txt holds 137 and /app/data.txt is untouched."""
+"""Checks for count-lines: /app/count.txt holds 137 (alone, or followed by the file name as `wc -l FILE` prints
+it) and /app/data.txt is untouched."""
 import hashlib
 import sys
 from pathlib import Path
@@ -9,6 +10,7 @@ if not data.is_file() or hashlib.sha256(data.read_bytes()).hexdigest() != DATA_S
     sys.exit(f"FAIL: {data} is missing or was changed")
 if not out.is_file():
     sys.exit(f"FAIL: {out} does not exist")
-if out.read_text().strip() != "137":
-    sys.exit(f"FAIL: {out} holds {out.read_text()!r}, expected 137")
+fields = out.read_text().split()
+if not fields or fields[0] != "137" or fields[1:] not in ([], ["/app/data.txt"], ["data.txt"]):
+    sys.exit(f"FAIL: {out} holds {out.read_text()!r}, expected 137 (optionally followed by the file name)")
 print("PASS")
