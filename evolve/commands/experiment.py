@@ -6,9 +6,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 from rich.table import Table
 
 from evolve.commands import console as _console
+from trials.validation import describe
 
 from ..experiment import ExperimentConfig
 from ..freeze import freeze
@@ -37,7 +39,10 @@ def init_cmd(
         if prior:
             data = cfg.model_dump()
             data["adoption"]["prior"] = {**cfg.adoption.prior, **_prior_pairs(prior)}
-            cfg = ExperimentConfig.model_validate(data)
+            try:
+                cfg = ExperimentConfig.model_validate(data)
+            except ValidationError as exc:
+                raise ValueError(f"--prior: {describe(exc, data)}") from None
         exp = init_experiment(name, cfg, runs_dir=runs_dir)
     except (ValueError, StoreError) as exc:
         console.print(f"[red]error:[/red] {exc}")
