@@ -255,7 +255,7 @@ class Controller(CandidateCreation, CheckStages):
         await self.run_screening(round_no, cand, commit, wt, incumbent, baseline)
         out = await self.evaluate(round_no, cand.slug, commit, wt, baseline)
         d = decide(out.grid, baseline, self.dev_tasks(), self.cfg.r, self.cfg.adoption.policy,
-                   self.cfg.adoption.alpha, curtail=self.cfg.adoption.sequential)
+                   self.cfg.adoption.alpha, curtail=self.cfg.adoption.sequential, power_gain=self.cfg.adoption.gain)
         info = {**asdict(d), "pass_at_1": out.metrics.pass_at_1, "slug": cand.slug,
                 "comparison": compare(baseline, out.grid, self.cfg.r).counts}
         rep.decision, rep.regressions = info, d.regressions

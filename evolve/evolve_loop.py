@@ -62,8 +62,10 @@ class Evolution:
 
     def __init__(self, exp: Experiment, options: EvolveOptions, backends: BackendFactory | None = None, *,
                  checks: Checks | None = None, env_factory: Any = None, research: Any = None,
-                 progress: bool = False, say: Callable[[str], None] = print):
+                 progress: bool = False, say: Callable[[str], None] = print,
+                 preflight: Callable[[], None] | None = None):
         self.exp, self.opt = exp, options
+        self.preflight = preflight  # before the first round to run (rise evolve: the power check)
         self.backends = backends or default_backends(exp)
         self.checks, self.env_factory, self.progress, self.say = checks, env_factory, progress, say
         b = exp.config.budgets
@@ -118,6 +120,8 @@ class Evolution:
         with experiment_lock(self.exp.root):
             report = EvolveReport()
             n = self._next_round()
+            if self.preflight is not None and n <= self.opt.rounds:
+                self.preflight()
             dry = 0
             while True:
                 if n > self.opt.rounds:

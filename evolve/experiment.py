@@ -6,7 +6,7 @@ import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from evolve.agents.config import AgentsConfig
 from trials.endpoints.spec import EndpointSpec
@@ -32,6 +32,23 @@ class TaskSplit(BaseModel):
         return self
 
 
+def parse_rate(value: object, where: str) -> float:
+    """A pass rate written as a number in [0, 1] or as ``"passes/runs"`` (``"3/8"``)."""
+    if isinstance(value, str) and "/" in value:
+        num, _, den = value.partition("/")
+        try:
+            value = int(num) / int(den)
+        except (ValueError, ZeroDivisionError):
+            raise ValueError(f"{where}: {value!r} is not a rate or 'passes/runs'") from None
+    try:
+        rate = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(f"{where}: {value!r} is not a rate or 'passes/runs'") from None
+    if not 0 <= rate <= 1:
+        raise ValueError(f"{where}: {value!r} is not a pass rate in [0, 1]")
+    return rate
+
+
 class AdoptionPolicy(BaseModel):
     model_config = ConfigDict(extra="forbid")
     policy: Literal["paper", "paired", "stratified"] = Field(
@@ -39,6 +56,16 @@ class AdoptionPolicy(BaseModel):
     alpha: float = Field(default=0.05, gt=0, lt=1)
     baseline: Literal["reference", "control"] = "reference"
     sequential: bool = Field(default=False, description="stop an evaluation once its outcome is decided")
+    gain: float = Field(default=0.15, gt=0, le=1, description="the per-task pass-rate gain the grid should find: "
+                        "power is stated at it (validate.power)")
+    prior: dict[str, float] = Field(default_factory=dict, description="expected pass rate per development task "
+                                    "(a rate or 'passes/runs'), for the power estimate before the reference corpus "
+                                    "exists; tasks not named: 0.5")
+
+    @field_validator("prior", mode="before")
+    @classmethod
+    def _rates(cls, value: object) -> object:
+        return {k: parse_rate(v, f"adoption.prior.{k}") for k, v in value.items()} if isinstance(value, dict) else value
 
 
 class Budgets(BaseModel):
@@ -63,6 +90,13 @@ class ExperimentConfig(BaseModel):
     executor: ExecutorConfig = Field(default_factory=ExecutorConfig, description="where grids run: local or a "
                                      "Ray cluster; replicas of the endpoint (trials.executors.config)")
     agents: AgentsConfig = Field(default_factory=AgentsConfig, description="agent roles: backends, limits")
+
+    @model_validator(mode="after")
+    def _prior_names_development_tasks(self) -> ExperimentConfig:
+        unknown = sorted(set(self.adoption.prior) - set(self.tasks.development)) if self.tasks.development else []
+        if unknown:
+            raise ValueError(f"adoption.prior names {', '.join(unknown)}, not among tasks.development")
+        return self
 
     @classmethod
     def load(cls, path: str | Path) -> ExperimentConfig:

@@ -269,10 +269,11 @@ def _candidate_commits(exp: Experiment, created_commit: str) -> list[str]:
 def decision_policy(exp: Experiment, decision: dict[str, Any], evaluation: GridRef | None) -> str:
     """The line that states a decision's policy and that policy's measured false-adoption rate at the size of
     the grid it was decided on (recorded with the decision; for older records, measured for the experiment's
-    policy at the evaluation grid's size)."""
+    policy at the evaluation grid's size), and its power at that grid (recorded since validate.power)."""
     ad, cfg = exp.config.adoption, exp.config
     n_tasks = len(evaluation.grid) if evaluation is not None else len(cfg.tasks.development)
-    return policy_note(decision, ad.policy, ad.alpha, n_tasks, evaluation.r if evaluation is not None else cfg.r)
+    note = policy_note(decision, ad.policy, ad.alpha, n_tasks, evaluation.r if evaluation is not None else cfg.r)
+    return note if decision.get("power") is not None else note + "; power not recorded (the record predates it)"
 
 
 def version_view(exp: Experiment, ref: str) -> VersionView:

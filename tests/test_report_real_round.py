@@ -73,6 +73,13 @@ def test_show_and_report_read_the_controllers_round(exp):
     page = write_report(exp)
     html = page.read_text()
     assert "regressions of stable passes: hello-file" in html and 'data-column="r01 verify → v1"' in html
+    # issue 28: every decision records its power at its grid beside its false adoption; show and report say both
+    for d in (view.decision, skip.decision):
+        assert d["false_adoption"] is not None and 0 <= d["power"] <= 1 and d["power_gain"] == 0.15
+    assert "measured false adoption" in view.policy and "power " in view.policy and "at +0.15" in view.policy
+    assert "at +0.15 against this baseline" in html
+    res = runner.invoke(app, ["show", str(exp.root), "v1"])
+    assert res.exit_code == 0 and "against this baseline" in " ".join(res.output.split())
     res = runner.invoke(app, ["status", str(exp.root)])
     assert res.exit_code == 0 and "running: nothing" in res.output and "spend: 14 trials" in res.output
 

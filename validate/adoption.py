@@ -36,6 +36,7 @@ from .adoption_stats import (
     sign_test_p,
     stratified_p_range,
 )
+from .power import decision_power
 
 Grid = dict[str, list[bool | None]]
 __all__ = ["DEFAULT_POLICY", "POLICIES", "Decision", "Grid", "Policy", "decide", "missing_cells", "pass_at_1",
@@ -58,6 +59,11 @@ class Decision:
     r: int = 0
     false_adoption: float | None = None  # measured rate of adopting a no-better candidate at this grid size
     false_adoption_basis: str = ""  # how it was measured
+    # power at this grid against this baseline (validate.power), when asked for: None in older records
+    power: float | None = None  # P(adopt) for a candidate better by power_gain on every task
+    power_gain: float | None = None
+    detectable_gain: float | None = None  # smallest gain adopted with power 0.8 (None: none, or not computed)
+    power_basis: str = ""
 
 
 def _cells(grid: Grid) -> list[bool | None]:
@@ -131,18 +137,24 @@ def _curtailed(candidate: Grid, baseline: Grid, tasks: list[str], r: int, policy
 
 
 def decide(candidate: Grid, baseline: Grid, tasks: list[str], r: int, policy: Policy = DEFAULT_POLICY,
-           alpha: float = 0.05, curtail: bool = False) -> Decision:
+           alpha: float = 0.05, curtail: bool = False, power_gain: float | None = None) -> Decision:
     """Decide adoption from a candidate grid against a complete baseline grid.
 
     With ``curtail=True`` an incomplete candidate grid may already be decided when every completion of the
     cells not yet run reaches the same decision (see the module docstring). Otherwise an incomplete grid never
-    adopts. The decision carries its policy and the policy's measured false-adoption rate at this grid size.
+    adopts. The decision carries its policy and the policy's measured false-adoption rate at this grid size;
+    with ``power_gain`` a decided one also carries its power at that gain against this baseline
+    (:func:`validate.power.decision_power`).
     """
     check_policy(policy)
     d = _decide(candidate, baseline, tasks, r, policy, alpha, curtail)
     d.policy, d.alpha, d.n_tasks, d.r = policy, (None if policy == "paper" else alpha), len(tasks), r
     d.false_adoption = false_adoption_rate(policy, len(tasks), r, alpha)
     d.false_adoption_basis = rate_basis(len(tasks), r)
+    if d.decided and power_gain is not None and not missing_cells(baseline, tasks, r):
+        b, nb = _counts(baseline, tasks)
+        d.power, d.detectable_gain, d.power_basis = decision_power(policy, alpha, r, tuple(b), tuple(nb), power_gain)
+        d.power_gain = power_gain
     if d.decided:
         d.reason += f" [{policy_note(asdict(d), policy, alpha, len(tasks), r)}]"
     return d

@@ -80,4 +80,14 @@ def policy_note(decision: dict[str, Any], policy: str, alpha: float, n_tasks: in
     if later:
         rate = false_adoption_rate(pol, n, rr, a)
     return (f"policy {pol}{level}: measured false adoption {rate:.1%} at {n} tasks × r={rr}"
-            + (" (measured now; the record predates the figure)" if later else ""))
+            + (" (measured now; the record predates the figure)" if later else "") + power_note(decision))
+
+
+def power_note(decision: dict[str, Any]) -> str:
+    """``; power ...`` of a decision that recorded its power against its baseline (validate.power), else ''."""
+    power, gain = decision.get("power"), decision.get("power_gain")
+    if power is None or gain is None:
+        return ""
+    mde = decision.get("detectable_gain")
+    return (f"; power {power:.1%} at +{gain:.2f} against this baseline, "
+            + (f"80% at +{mde:.2f}" if mde is not None else "no gain reaches 80%"))

@@ -117,11 +117,15 @@ def evolve_cmd(
     = None,
     runs_dir: Annotated[Path, typer.Option(help="where experiments live")] = Path("runs"),
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
+    force: Annotated[bool, typer.Option("--force", help="evolve even on a grid that cannot adopt a perfect "
+                                        "candidate")] = False,
 ) -> None:
     """The overnight loop: analysis, research, proposals, implementation, checks, screening, evaluation,
     decision and publication, round after round within budgets (exit 0: stopped for good; 3: a budget or ⊥ cells
-    stopped it, raise the budget or fix the cause and rerun with --resume; 1: it could not run)."""
+    stopped it, raise the budget or fix the cause and rerun with --resume; 1: it could not run; 4: refused, the
+    grid cannot adopt a perfect candidate: the power line printed first says what to raise, --force overrides)."""
     from ..evolve_loop import Evolution, EvolveOptions
+    from ..power_check import PowerRefusal, preflight
 
     try:
         exp = open_experiment(name, runs_dir)
@@ -129,7 +133,12 @@ def evolve_cmd(
                              external_research=not no_external_research,
                              harness_evidence=not no_harness_evidence, max_usd=max_usd, max_tokens=max_tokens,
                              max_hours=max_hours, max_pairs=max_pairs)
-        report = Evolution(exp, opts, progress=progress, say=lambda s: _out.print(s, markup=False)).run()
+        check = preflight(exp, lambda s: _out.print(s, markup=False, soft_wrap=True), force)
+        report = Evolution(exp, opts, progress=progress, say=lambda s: _out.print(s, markup=False),
+                           preflight=check).run()
+    except PowerRefusal as exc:
+        _err.print(f"[red]error:[/] {exc}", soft_wrap=True)
+        raise typer.Exit(4) from None
     except KeyboardInterrupt:
         _err.print("interrupted: finished role calls and trials are kept; rerun with --resume")
         raise typer.Exit(130) from None

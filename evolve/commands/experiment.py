@@ -6,9 +6,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 from rich.table import Table
 
 from evolve.commands import console as _console
+from trials.validation import describe
 
 from ..experiment import ExperimentConfig
 from ..freeze import freeze
@@ -24,14 +26,39 @@ def init_cmd(
     config: Annotated[Path, typer.Option("--config", help="experiment TOML: endpoint, tasks (dev/held-out), r, "
                                          "policy")],
     runs_dir: RunsDir = Path("runs"),
+    prior: Annotated[list[str] | None, typer.Option(
+        "--prior", help="TASK=RATE or TASK=PASSES/RUNS: the expected pass rate of a development task, stored in "
+        "[adoption] prior (power estimate before the reference corpus exists)")] = None,
 ) -> None:
-    """Create an experiment: frozen experiment.toml, ledger, and a harness git repo from the seed (tag v0)."""
+    """Create an experiment: frozen experiment.toml, ledger, and a harness git repo from the seed (tag v0); then
+    print what its grid can adopt (validate.power)."""
+    from ..power_check import experiment_power
+
     try:
-        exp = init_experiment(name, ExperimentConfig.load(config), runs_dir=runs_dir)
+        cfg = ExperimentConfig.load(config)
+        if prior:
+            data = cfg.model_dump()
+            data["adoption"]["prior"] = {**cfg.adoption.prior, **_prior_pairs(prior)}
+            try:
+                cfg = ExperimentConfig.model_validate(data)
+            except ValidationError as exc:
+                raise ValueError(f"--prior: {describe(exc, data)}") from None
+        exp = init_experiment(name, cfg, runs_dir=runs_dir)
     except (ValueError, StoreError) as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(1) from None
     console.print(f"created {exp.root} (harness repo {exp.harness_dir}, tag v0 = {exp.commit_of('v0')[:10]})")
+    console.print(experiment_power(exp).line(), markup=False, soft_wrap=True)
+
+
+def _prior_pairs(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        task, sep, rate = item.partition("=")
+        if not sep or not task.strip() or not rate.strip():
+            raise ValueError(f"--prior wants TASK=RATE or TASK=PASSES/RUNS, got {item!r}")
+        out[task.strip()] = rate.strip()
+    return out
 
 
 def freeze_cmd(
