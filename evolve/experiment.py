@@ -48,7 +48,7 @@ class AdoptionPolicy(BaseModel):
         default_factory=lambda: ["listwise", "pointwise", "pairwise", "tournament"], min_length=1,
         description="verifiers the control arm may use (one-token verdicts, the seed's default)")
     control_max_n: int = Field(default=16, ge=1, le=64, description="most samples per step the arm may use")
-    control_attempts: int = Field(default=2, ge=1, le=5, description="arm grids to run when one misses the "
+    control_attempts: int = Field(default=3, ge=1, le=5, description="arm grids to run when one misses the "
                                   "candidate's tokens per trial by more than 10 %")
 
 

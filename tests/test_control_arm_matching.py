@@ -1,8 +1,9 @@
 """The compute-matched control arm's arithmetic (validate/control_arm.py), on grids with hand-checked numbers.
 
 The incumbent grid: two trials at N = 1, 4 and 6 steps, 1000 prompt and 100 output tokens per step, no verifier:
-5 steps per trial, 5500 tokens per trial. At N samples with a verifier making c calls a step (prompt taken to be
-the generator's, 1000, answer 1 token): 5 × (1000 + 100 N + 1001 c)."""
+5 steps per trial, 5500 tokens per trial. At N samples with a verifier making c calls a step, each showing a
+actions (context taken to be the generator's prompt, 1000; an action 100; answer 1 token):
+5 × (1000 + 100 N + c (1000 + 100 a + 1))."""
 
 from __future__ import annotations
 
@@ -65,30 +66,36 @@ def test_verifier_calls_agree_with_the_seed_schedules():
 
 def test_model_from_an_n1_grid():
     m = TokenModel.calibrate(INCUMBENT, 1, "pairwise")
-    assert (m.steps, m.gen_in, m.gen_out, m.ver_in, m.ver_out, m.resend, m.call_factor) == (
+    assert (m.steps, m.gen_in, m.gen_out, m.ver_ctx, m.ver_out, m.resend, m.call_factor) == (
         5, 1000, 100, 1000, 1, 0, 1)
     assert m.tokens_per_trial(1, "pairwise") == 5500  # the grid it came from
-    assert m.tokens_per_trial(2, "listwise") == 5 * (1000 + 200 + 1001) == 11005
-    assert m.tokens_per_trial(3, "pointwise") == 5 * (1000 + 300 + 3 * 1001) == 21515
-    assert m.tokens_per_trial(4, "pairwise") == 5 * (1000 + 400 + 6 * 1001) == 37030
+    assert m.tokens_per_trial(2, "listwise") == 5 * (1000 + 200 + 1 * (1000 + 200 + 1)) == 12005
+    assert m.tokens_per_trial(3, "pointwise") == 5 * (1000 + 300 + 3 * (1000 + 100 + 1)) == 23015
+    assert m.tokens_per_trial(4, "pairwise") == 5 * (1000 + 400 + 6 * (1000 + 200 + 1)) == 43030
+    assert m.tokens_per_trial(12, "listwise") == 5 * (1000 + 1200 + 1 * (1000 + 1200 + 1)) == 22005
 
 
 def test_choose_the_closest_setting():
     m = TokenModel.calibrate(INCUMBENT, 1, "pairwise")
-    c = choose(m, 11005)
-    assert (c.n, c.verifier, c.predicted, c.predicted_ratio) == (2, "listwise", 11005, 1.0)
-    # 22000: N = 3 with three calls a step (21515, ratio 0.978) beats N = 2 pointwise (16010) and N = 16
-    # listwise (18005); pointwise, pairwise and tournament tie at N = 3: the earlier in the list wins
+    c = choose(m, 12005)
+    assert (c.n, c.verifier, c.predicted, c.predicted_ratio) == (2, "listwise", 12005, 1.0)
+    # 22000: N = 12 listwise (22005) is closest, but N = 3 pointwise (23015, 4.6 % over) is within half the
+    # tolerance with a smaller N; N = 2 pointwise (17010) and N = 3 pairwise (24515) are not
     c = choose(m, 22000)
-    assert (c.n, c.verifier, c.predicted) == (3, "pointwise", 21515)
-    assert choose(m, 22000, ["tournament", "pairwise"]).verifier == "tournament"
-    # already tried: the next closest
-    c = choose(m, 22000, exclude=[(3, "pointwise"), (3, "pairwise"), (3, "tournament")])
-    assert (c.n, c.verifier, c.predicted) == (16, "listwise", 18005)
+    assert (c.n, c.verifier, c.predicted) == (3, "pointwise", 23015)
+    # pairwise and tournament tie at N = 3 (three duels, 24515): the earlier in the list wins
+    assert choose(m, 24515, ["tournament", "pairwise"]).label == "n3-tournament"
+    assert choose(m, 24515, ["pairwise", "tournament"]).label == "n3-pairwise"
+    # N = 3 pointwise already tried: N = 11 listwise (21005, 4.5 % under) is the smallest N within 5 %
+    c = choose(m, 22000, exclude=[(3, "pointwise")])
+    assert (c.n, c.verifier, c.predicted) == (11, "listwise", 21005)
+    # without the half-tolerance preference it would be the closest: N = 12 listwise (22005)
+    c = choose(m, 22000, exclude=[(3, "pointwise")], tolerance=0)
+    assert (c.n, c.verifier, c.predicted) == (12, "listwise", 22005)
     # a candidate cheaper than the incumbent: N = 1 (the incumbent itself) is the closest there is
     c = choose(m, 4900)
     assert (c.n, c.predicted) == (1, 5500) and not within(c.predicted, 4900)  # 12 % over
-    assert choose(m, 22000, max_n=2).label == "n2-pointwise"  # 16010
+    assert choose(m, 22000, max_n=2).label == "n2-pointwise"  # 17010, 23 % under: the closest there is
     with pytest.raises(MatchError, match="positive"):
         choose(m, 0)
     with pytest.raises(MatchError, match="unknown verifier"):
@@ -97,20 +104,21 @@ def test_choose_the_closest_setting():
 
 def test_model_from_an_arm_grid_where_the_server_ignores_n():
     """An arm at N = 3 pointwise: 3 requests a step (the prompt paid 3 times), 2 verifier calls a step (a
-    duplicate merged: 2/3 of the calls 3 unique candidates would need), 800 prompt tokens per verifier call."""
+    duplicate merged: 2/3 of the calls 3 unique candidates would need), 800 prompt tokens per verifier call of
+    which one action (100): a context of 700."""
     arm = [trial(5, (15, 15000, 1500), (10, 8000, 10))]
     m = TokenModel.calibrate(arm, 3, "pointwise")
-    assert (m.steps, m.gen_in, m.gen_out, m.ver_in, m.ver_out, m.resend) == (5, 1000, 100, 800, 1, 1)
+    assert (m.steps, m.gen_in, m.gen_out, m.ver_ctx, m.ver_out, m.resend) == (5, 1000, 100, 700, 1, 1)
     assert m.call_factor == pytest.approx(2 / 3)
     assert m.tokens_per_trial(3, "pointwise") == pytest.approx(tokens_per_trial(arm)) == pytest.approx(24510)
-    # at N = 2 listwise: 2 requests (2000) + 200 out + 2/3 × 1 call × 801
-    assert m.tokens_per_trial(2, "listwise") == pytest.approx(5 * (2000 + 200 + 801 * 2 / 3))
+    # at N = 2 listwise: 2 requests (2000) + 200 out + 2/3 × 1 call × (700 + 2 actions + 1)
+    assert m.tokens_per_trial(2, "listwise") == pytest.approx(5 * (2000 + 200 + (700 + 200 + 1) * 2 / 3))
 
 
 def test_n1_grid_takes_the_verifier_from_a_prior():
     prior = TokenModel(5, 1000, 100, 800, 1, resend=1.0, call_factor=0.5)
     m = TokenModel.calibrate(INCUMBENT, 1, "pairwise", prior=prior)
-    assert (m.ver_in, m.ver_out, m.call_factor, m.resend) == (800, 1, 0.5, 1.0)
+    assert (m.ver_ctx, m.ver_out, m.call_factor, m.resend) == (800, 1, 0.5, 1.0)
     with pytest.raises(MatchError, match="at least one step"):
         TokenModel.calibrate([trial(0, (0, 0, 0))], 1, "pairwise")
 

@@ -12,10 +12,13 @@ Mid-Harness: N sampled actions per step, a verifier chooses) would have done as 
 - :class:`TokenModel`: tokens per trial as a function of (N, verifier), calibrated from a grid run at known
   settings (:meth:`TokenModel.calibrate`): steps per trial, the generator's prompt and per-sample output per
   step, the share of the prompt re-sent per extra sample (a server that ignores ``n`` gets N requests), and the
-  verifier's tokens per call. A grid at N = 1 says nothing about the verifier: its prompt is taken to be the
-  generator's (it sees the same task and history) until an arm grid measures it.
-- :func:`choose`: the (N, verifier) whose predicted tokens per trial are closest to a target; a measured ratio
-  outside the tolerance is reported, and the controller recalibrates on the arm's own grid and tries again.
+  verifier's tokens per call: a context (task and history) plus the actions it shows (all N for listwise, two
+  for a duel, one for pointwise; an action is taken to cost a sample's output). A grid at N = 1 says nothing
+  about the verifier: its context is taken to be the generator's prompt (it sees the same task and history)
+  until an arm grid measures it.
+- :func:`choose`: the smallest N whose predicted tokens per trial are within half the tolerance of a target,
+  else the closest (N, verifier); a measured ratio outside the tolerance is reported, and the controller
+  recalibrates on the arm's own grid and tries again.
 """
 
 from __future__ import annotations
@@ -73,6 +76,11 @@ def verifier_calls(verifier: str, unique: int, pivots: int = 4) -> int:
     return u + k * (u - k) - 2
 
 
+def actions_per_call(verifier: str, unique: int) -> int:
+    """How many candidate actions one verifier prompt shows."""
+    return {"listwise": unique, "pointwise": 1}.get(verifier, 2)
+
+
 @dataclass(frozen=True)
 class TokenModel:
     """Per-step token costs (means), from which tokens per trial at any (N, verifier) follow."""
@@ -80,7 +88,7 @@ class TokenModel:
     steps: float  # agent steps per trial
     gen_in: float  # generator prompt tokens per request
     gen_out: float  # generator output tokens per sample
-    ver_in: float  # verifier prompt tokens per call
+    ver_ctx: float  # verifier prompt tokens per call besides the actions it shows
     ver_out: float  # verifier output tokens per call
     resend: float = 0.0  # share of extra samples sent as their own request (prompt paid again): 0 honours ``n``
     call_factor: float = 1.0  # measured verifier calls / calls with N unique candidates (duplicates merge)
@@ -88,7 +96,8 @@ class TokenModel:
 
     def per_step(self, n: int, verifier: str) -> float:
         calls = self.call_factor * verifier_calls(verifier, n, self.pivots)
-        return self.gen_in * (1 + self.resend * (n - 1)) + n * self.gen_out + calls * (self.ver_in + self.ver_out)
+        per_call = self.ver_ctx + actions_per_call(verifier, n) * self.gen_out + self.ver_out
+        return self.gen_in * (1 + self.resend * (n - 1)) + n * self.gen_out + calls * per_call
 
     def tokens_per_trial(self, n: int, verifier: str) -> float:
         """Predicted tokens per trial of the incumbent at ``n`` samples per step with ``verifier``."""
@@ -116,13 +125,14 @@ class TokenModel:
         expected = verifier_calls(verifier, n, pivots) * steps
         if calls and expected:
             ver_in = sum(v.input_tokens for v in ver) / calls
+            ver_ctx = max(0.0, ver_in - actions_per_call(verifier, n) * gen_out)
             ver_out = sum(v.output_tokens for v in ver) / calls
             factor = calls / expected
         elif prior is not None:
-            ver_in, ver_out, factor = prior.ver_in, prior.ver_out, prior.call_factor
+            ver_ctx, ver_out, factor = prior.ver_ctx, prior.ver_out, prior.call_factor
         else:
-            ver_in, ver_out, factor = gen_in, 1.0, 1.0
-        return cls(steps / len(rs), gen_in, gen_out, ver_in, ver_out, resend, factor, pivots)
+            ver_ctx, ver_out, factor = gen_in, 1.0, 1.0
+        return cls(steps / len(rs), gen_in, gen_out, ver_ctx, ver_out, resend, factor, pivots)
 
 
 @dataclass(frozen=True)
@@ -142,10 +152,12 @@ class ArmChoice:
 
 
 def choose(model: TokenModel, target: float, verifiers: Iterable[str] = VERIFIERS, max_n: int = MAX_N,
-           exclude: Iterable[tuple[int, str]] = ()) -> ArmChoice:
-    """The (N, verifier) whose predicted tokens per trial are closest to ``target`` (relative error); ties go to
-    the smaller N, then to the earlier verifier. N = 1 is the incumbent itself (no verifier call), listed under
-    the first verifier. ``exclude``: settings already tried."""
+           exclude: Iterable[tuple[int, str]] = (), tolerance: float = TOLERANCE) -> ArmChoice:
+    """The setting to run for ``target`` tokens per trial: of those predicted within ``tolerance / 2``, the
+    smallest N (the model is surest near the N it was calibrated at, and a small N is the arm a reader expects),
+    then the closest; else the closest of all (relative error). Ties go to the smaller N, then to the earlier
+    verifier. N = 1 is the incumbent itself (no verifier call), listed under the first verifier. ``exclude``:
+    settings already tried."""
     if target <= 0:
         raise MatchError(f"target tokens per trial must be positive, not {target}")
     kinds = list(verifiers)
@@ -154,19 +166,16 @@ def choose(model: TokenModel, target: float, verifiers: Iterable[str] = VERIFIER
     if not kinds:
         raise MatchError("no verifier to choose from")
     tried = set(exclude)
-    best: tuple[float, int, int] | None = None
-    pick: ArmChoice | None = None
+    options = []
     for n in range(1, max_n + 1):
         for i, v in enumerate(kinds[:1] if n == 1 else kinds):
-            if (n, v) in tried:
-                continue
-            pred = model.tokens_per_trial(n, v)
-            key = (abs(pred / target - 1), n, i)
-            if best is None or key < best:
-                best, pick = key, ArmChoice(n, v, pred, target)
-    if pick is None:
+            if (n, v) not in tried:
+                pred = model.tokens_per_trial(n, v)
+                options.append((abs(pred / target - 1), n, i, ArmChoice(n, v, pred, target)))
+    if not options:
         raise MatchError("every setting has been tried")
-    return pick
+    close = [(n, err, i, c) for err, n, i, c in options if err <= tolerance / 2]
+    return min(close, key=lambda o: o[:3])[3] if close else min(options, key=lambda o: o[:3])[3]
 
 
 def within(measured: float, target: float, tolerance: float = TOLERANCE) -> bool:
