@@ -144,3 +144,41 @@ class ControlArmStage:
 
 def _by_cell(results: list[TrialResult]) -> dict[tuple[str, int], TrialResult]:
     return {(x.task_name, x.repetition): x for x in results}
+
+
+def arm_lines(record: dict[str, Any] | None) -> list[str]:
+    """A decision's control-arm record as lines for ``rise show`` and ``rise report`` (empty when none)."""
+    if not record:
+        return []
+    n, verifier = record.get("n"), record.get("verifier")
+    setting = "N = 1 (the incumbent itself)" if n == 1 else f"N = {n} samples per step, {verifier} verifier"
+    ratio = record.get("ratio")
+    match = ("not measured" if ratio is None else
+             f"ratio {ratio:.3f}, {'within' if record.get('matched') else 'NOT within'} "
+             f"{record.get('tolerance', TOLERANCE):.0%}")
+    lines = [(f"control arm (compute-matched Mid-Harness): the incumbent at {setting}; tokens per trial "
+              f"{record.get('measured_tokens_per_trial')} against the candidate's "
+              f"{record.get('target_tokens_per_trial')} ({match}; the incumbent alone "
+              f"{record.get('incumbent_tokens_per_trial')})")]
+    role = "required for adoption" if record.get("required") else "reported only, not required for adoption"
+    if record.get("status") == "compared":
+        d = record.get("decision", {})
+        counts = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in (record.get("comparison") or {}).items() if v)
+        p = f", p = {record['p_value']:.4f}" if record.get("p_value") is not None else ""
+        lines.append(f"candidate against the control arm: Pass@1 {_num(d.get('candidate_pass1'))} vs "
+                     f"{_num(record.get('pass_at_1'))}{p} — {'beats it' if record.get('beats') else 'does not beat it'}"
+                     f" ({role}){'; ' + counts if counts else ''}")
+    else:
+        lines.append(f"candidate against the control arm: not compared — {record.get('reason', '')} ({role})")
+    tries = [f"{a['n']}×{a['verifier']} predicted {a['predicted_tokens_per_trial']}, measured "
+             + (f"{a['measured_tokens_per_trial']} (ratio {a['ratio']:.3f})" if "ratio" in a else "— (incomplete)")
+             for a in record.get("attempts", [])]
+    if tries:
+        lines.append("arm attempts: " + "; ".join(tries))
+    if record.get("note"):
+        lines.append(f"note: {record['note']}")
+    return lines
+
+
+def _num(x: Any) -> str:
+    return "—" if x is None else f"{x:.3f}"
