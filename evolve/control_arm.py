@@ -33,7 +33,15 @@ from trials.job import load_job
 from trials.metrics import compare
 from trials.results import TrialResult
 from validate.adoption import Decision, decide
-from validate.control_arm import TOLERANCE, ArmChoice, TokenModel, choose, tokens_per_trial, within
+from validate.control_arm import (
+    TOLERANCE,
+    ArmChoice,
+    MatchError,
+    TokenModel,
+    choose,
+    tokens_per_trial,
+    within,
+)
 from validate.evaluate import GridOutcome, outcome_of
 
 from .round_model import ControllerError, missing_cells
@@ -65,9 +73,16 @@ class ControlArmStage:
         harness = self.version_dir(incumbent)
         own = midharness_settings(harness)
         _, base_results, _ = load_job(self.baseline_dir)
-        model = TokenModel.calibrate(base_results, own["n"], own["verifier"], own["pivots"])
-        incumbent_tokens = tokens_per_trial(base_results)
-        target = tokens_per_trial(cand.results.values())
+        try:
+            model = TokenModel.calibrate(base_results, own["n"], own["verifier"], own["pivots"])
+            incumbent_tokens = tokens_per_trial(base_results)
+            target = tokens_per_trial(cand.results.values())
+        except MatchError as exc:  # nothing to measure: no arm can be planned, now or on a resume
+            record = {"status": "not run", "reason": f"control arm not planned: {exc}",
+                      "required": ad.require_beat_control_arm}
+            if ad.require_beat_control_arm and d.adopt:
+                return replace(d, adopt=False, reason=f"reject — {record['reason']} (beating it is required)"), record
+            return d, record
         attempts: list[dict[str, Any]] = []
         arms: dict[str, GridOutcome] = {}
         for _ in range(ad.control_attempts):
@@ -150,6 +165,9 @@ def arm_lines(record: dict[str, Any] | None) -> list[str]:
     """A decision's control-arm record as lines for ``rise show`` and ``rise report`` (empty when none)."""
     if not record:
         return []
+    role = "required for adoption" if record.get("required") else "reported only, not required for adoption"
+    if "n" not in record:  # not planned: nothing ran
+        return [f"candidate against the control arm: not compared — {record.get('reason', '')} ({role})"]
     n, verifier = record.get("n"), record.get("verifier")
     setting = "N = 1 (the incumbent itself)" if n == 1 else f"N = {n} samples per step, {verifier} verifier"
     ratio = record.get("ratio")
@@ -160,7 +178,6 @@ def arm_lines(record: dict[str, Any] | None) -> list[str]:
               f"{record.get('measured_tokens_per_trial')} against the candidate's "
               f"{record.get('target_tokens_per_trial')} ({match}; the incumbent alone "
               f"{record.get('incumbent_tokens_per_trial')})")]
-    role = "required for adoption" if record.get("required") else "reported only, not required for adoption"
     if record.get("status") == "compared":
         d = record.get("decision", {})
         counts = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in (record.get("comparison") or {}).items() if v)

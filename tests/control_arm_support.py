@@ -60,3 +60,26 @@ def sampling_claimer(body: dict) -> str | list[str]:
         out.append(json.dumps({"analysis": f"SOLVE {task}: doing the work (sample {i}).", "plan": "",
                                "commands": [{"keystrokes": line, "duration": 0.2}], "task_complete": False}))
     return out
+
+
+def main(argv: list[str]) -> int:
+    """``python -m tests.control_arm_support RUNS NAME``: round 1 of an existing experiment with the verify-completion
+    candidate and stand-in checks (the kill -9 test's process; RISE_TEST_KILL_AT kills it at a stage)."""
+    from pathlib import Path
+
+    from evolve.controller import CandidateInput, Proposal, run_round
+    from evolve.store import open_experiment
+    from tests.test_controller_support import GOOD, GOOD_PROPOSAL, standin_checks
+
+    runs, name = argv
+    exp = open_experiment(name, Path(runs))
+    report = run_round(exp, 1, [CandidateInput("verify", str(GOOD), Proposal.model_validate(GOOD_PROPOSAL))],
+                       checks=standin_checks())
+    print(json.dumps({c.slug: c.status for c in report.candidates}))
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(sys.argv[1:]))

@@ -125,3 +125,64 @@ def test_n1_grid_takes_the_verifier_from_a_prior():
 
 def test_within_ten_percent():
     assert within(11, 10) and within(9, 10) and not within(11.01, 10) and not within(8.99, 10)
+
+
+CONFIG = '''name = "x"
+[endpoint]
+base_url = "http://127.0.0.1:9/v1"
+model = "m"
+[tasks]
+dir = "."
+[adoption]
+'''
+
+
+def test_config_options_and_their_errors(tmp_path):
+    from evolve.experiment import ExperimentConfig
+
+    path = tmp_path / "experiment.toml"
+    path.write_text(CONFIG)
+    ad = ExperimentConfig.load(path).adoption
+    assert (ad.control, ad.require_beat_control_arm, ad.control_attempts) == ("none", False, 3)
+    path.write_text(CONFIG + 'control = "midharness"\nrequire_beat_control_arm = true\ncontrol_verifiers = ["listwise"]\n')
+    ad = ExperimentConfig.load(path).adoption
+    assert (ad.control, ad.require_beat_control_arm, ad.control_verifiers) == ("midharness", True, ["listwise"])
+    for bad, where in (('control = "midharnes"', "control"), ('control_verifiers = ["majority"]', "control_verifiers"),
+                       ("control_attempts = 0", "control_attempts")):
+        path.write_text(CONFIG + bad + "\n")
+        with pytest.raises(ValueError, match=rf"experiment.toml.*{where}"):
+            ExperimentConfig.load(path)
+
+
+def test_incumbent_without_midharness_is_refused(tmp_path):
+    from evolve.control_arm import midharness_settings
+    from evolve.round_model import ControllerError
+
+    with pytest.raises(ControllerError, match="needs the seed's Mid-Harness package"):
+        midharness_settings(tmp_path)
+    (tmp_path / "midharness").mkdir()
+    (tmp_path / "midharness" / "verifiers.py").write_text("")
+    (tmp_path / "settings.toml").write_text('[midharness]\nn = 2\nverifier = "listwise"\n')
+    assert midharness_settings(tmp_path) == {"n": 2, "verifier": "listwise", "pivots": 4}
+
+
+def test_arm_lines_say_what_was_and_was_not_compared():
+    from evolve.control_arm import arm_lines
+
+    assert arm_lines(None) == []
+    lines = arm_lines({"n": 3, "verifier": "pointwise", "target_tokens_per_trial": 1000.0,
+                       "measured_tokens_per_trial": 1150.0, "ratio": 1.15, "matched": False, "tolerance": 0.1,
+                       "incumbent_tokens_per_trial": 400.0, "status": "compared", "beats": True, "pass_at_1": 0.5,
+                       "p_value": 0.01, "decision": {"candidate_pass1": 0.75}, "required": True,
+                       "comparison": {"fixed": 1, "stable_pass": 1, "regressed": 0},
+                       "attempts": [{"n": 3, "verifier": "pointwise", "predicted_tokens_per_trial": 1010.0,
+                                     "measured_tokens_per_trial": 1150.0, "ratio": 1.15}],
+                       "note": "no arm within 10%"})
+    assert "N = 3 samples per step, pointwise verifier" in lines[0] and "ratio 1.150, NOT within 10%" in lines[0]
+    assert lines[1] == ("candidate against the control arm: Pass@1 0.750 vs 0.500, p = 0.0100 — beats it "
+                        "(required for adoption); fixed 1, stable pass 1")
+    assert lines[2] == "arm attempts: 3×pointwise predicted 1010.0, measured 1150.0 (ratio 1.150)"
+    assert lines[3] == "note: no arm within 10%"
+    lines = arm_lines({"status": "not run", "reason": "control arm not planned: no trial", "required": False})
+    assert lines == [("candidate against the control arm: not compared — control arm not planned: no trial "
+                      "(reported only, not required for adoption)")]

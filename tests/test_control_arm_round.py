@@ -121,3 +121,45 @@ def test_beating_the_arm_can_be_required(tmp_path, server):
     assert rej.decision["final"] and arm["required"] and arm["beats"] is False and arm["matched"]
     assert arm["verifier"] in ("pointwise", "pairwise")
     assert json.loads((exp.root / arm["grid"] / "config.json").read_text())["settings"]["midharness"]["n"] > 1
+
+
+def test_arm_resumes_after_kill(tmp_path, server):
+    """kill -9 after the arm's 2nd trial, then after the arm (at the decision): each resume runs only what is
+    missing; no arm cell runs twice, and the round ends with the matched arm in its decision."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.test_controller_support import REPO
+
+    runs = tmp_path / "runs"
+    exp = make_experiment(runs, server.base_url, heldout=[], adoption={"control": "midharness"})
+
+    def run(kill_at: str | None) -> subprocess.CompletedProcess:
+        env = {k: v for k, v in os.environ.items() if k != "RISE_TEST_KILL_AT"}
+        env["PYTHONPATH"] = str(REPO)
+        if kill_at:
+            env["RISE_TEST_KILL_AT"] = kill_at
+        return subprocess.run([sys.executable, "-m", "tests.control_arm_support", str(runs), exp.root.name],
+                              cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False)
+
+    def arm_trials() -> list:
+        return exp.ledger.find("trial_done", purpose="control_arm")
+
+    killed = run("control_arm:trial@2")
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    assert len(arm_trials()) == 2 and not exp.ledger.find("adoption")
+    killed = run("decision")
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    booked = len(arm_trials())
+    assert booked % 4 == 0 and booked >= 4  # every attempt's grid finished before the decision
+    done = run(None)
+    assert done.returncode == 0 and json.loads(done.stdout.strip().splitlines()[-1]) == {"verify": "adopted"}
+    assert len(arm_trials()) == booked  # the resume after the arm ran none of it again
+    (adoption,) = exp.ledger.find("adoption")
+    arm = adoption.decision["control_arm"]
+    assert arm["matched"] and len(arm_trials()) == 4 * len(arm["attempts"])
+    assert audit(exp).problems == []
+    # one folder per cell in each arm grid: the killed cell's first attempt was not left as a finished trial
+    for a in arm["attempts"]:
+        assert len(list((exp.root / a["grid"]).glob("*__r[0-9]"))) == 4
