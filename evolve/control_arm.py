@@ -90,7 +90,7 @@ class ControlArmStage:
             choice = choose(model, target, ad.control_verifiers, ad.control_max_n, exclude=tried)
             arm, where = await self._arm_grid(round_no, incumbent, harness, choice, own)
             rec = {"n": choice.n, "verifier": choice.verifier, "predicted_tokens_per_trial": round(choice.predicted, 1),
-                   "grid": where, "complete": arm.complete}
+                   "model": {k: round(v, 3) for k, v in asdict(model).items()}, "grid": where, "complete": arm.complete}
             attempts.append(rec)
             arms[choice.label] = arm
             if not arm.complete:

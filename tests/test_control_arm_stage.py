@@ -118,6 +118,7 @@ def test_a_miss_is_recorded_then_adjusted(tmp_path, baseline):
     assert rec["grid"] == "rounds/r01/control-arm/n2-pointwise"
     assert ctl.ran[1][0] == "c0" * 20 + ":control_arm:r01:n2-pointwise"
     assert [e[2]["tokens_per_trial"] for e in ctl.events] == [9505.0, 12010.0]
+    assert first["model"]["ver_ctx"] == 1000 and second["model"]["ver_ctx"] == 500  # the prior, then measured
     # the arm passes 3 of 4, the candidate 4 of 4: it beats the arm too; the decision is unchanged
     assert rec["beats"] and rec["pass_at_1"] == 0.75 and d.adopt and "note" not in rec
 
