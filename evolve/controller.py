@@ -65,6 +65,7 @@ from validate.evaluate import (
 from .budget import check_budget
 from .candidates import COMMIT_MARK, CandidateCreation, patch_strip, set_toml_value
 from .checks import Checks, CheckStages
+from .control_arm import ControlArmStage
 from .ledger import Adoption, Evaluation, Rejection, RoundEnd, RoundStart
 from .lock import experiment_lock
 from .round_model import (
@@ -86,7 +87,7 @@ __all__ = ["COMMIT_MARK", "CandidateInput", "CandidateReport", "Checks", "Contro
            "LedgerBook", "Proposal", "RoundReport", "patch_strip", "run_reference", "run_round", "set_toml_value"]
 
 
-class Controller(CandidateCreation, CheckStages):
+class Controller(CandidateCreation, CheckStages, ControlArmStage):
     """One experiment's round machinery; its stages live in the mixins and the methods below."""
 
     def __init__(self, exp: Experiment, *, checks: Checks | None = None, repair: Any = None, max_repairs: int = 2,
@@ -256,8 +257,11 @@ class Controller(CandidateCreation, CheckStages):
         out = await self.evaluate(round_no, cand.slug, commit, wt, baseline)
         d = decide(out.grid, baseline, self.dev_tasks(), self.cfg.r, self.cfg.adoption.policy,
                    self.cfg.adoption.alpha, curtail=self.cfg.adoption.sequential, power_gain=self.cfg.adoption.gain)
+        arm = None
+        if d.decided and self.cfg.adoption.control == "midharness":  # the compute-matched control arm
+            d, arm = await self.control_arm(round_no, incumbent, out, d)
         info = {**asdict(d), "pass_at_1": out.metrics.pass_at_1, "slug": cand.slug,
-                "comparison": compare(baseline, out.grid, self.cfg.r).counts}
+                "comparison": compare(baseline, out.grid, self.cfg.r).counts, **({"control_arm": arm} if arm else {})}
         rep.decision, rep.regressions = info, d.regressions
         if not d.decided:
             n = 1

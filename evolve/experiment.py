@@ -56,6 +56,17 @@ class AdoptionPolicy(BaseModel):
     alpha: float = Field(default=0.05, gt=0, lt=1)
     baseline: Literal["reference", "control"] = "reference"
     sequential: bool = Field(default=False, description="stop an evaluation once its outcome is decided")
+    control: Literal["none", "midharness"] = Field(
+        default="none", description="midharness: also compare each candidate with the incumbent run with Mid-Harness "
+        "action scaling at the candidate's tokens per trial (evolve.control_arm)")
+    require_beat_control_arm: bool = Field(default=False, description="adopt only a candidate that also beats "
+                                           "the compute-matched control arm; false: the arm is reported only")
+    control_verifiers: list[Literal["listwise", "pointwise", "pairwise", "tournament"]] = Field(
+        default_factory=lambda: ["listwise", "pointwise", "pairwise", "tournament"], min_length=1,
+        description="verifiers the control arm may use (one-token verdicts, the seed's default)")
+    control_max_n: int = Field(default=16, ge=1, le=64, description="most samples per step the arm may use")
+    control_attempts: int = Field(default=3, ge=1, le=5, description="arm grids to run when one misses the "
+                                  "candidate's tokens per trial by more than 10 %")
     gain: float = Field(default=0.15, gt=0, le=1, description="the per-task pass-rate gain the grid should find: "
                         "power is stated at it (validate.power)")
     prior: dict[str, float] = Field(default_factory=dict, description="expected pass rate per development task "

@@ -57,7 +57,7 @@ class CheckResult(_Event):
 class TrialDone(_Event):
     kind: Literal["trial_done"] = "trial_done"
     commit: str
-    purpose: Literal["screening", "evaluation", "heldout", "reference", "control"]
+    purpose: Literal["screening", "evaluation", "heldout", "reference", "control", "control_arm"]
     task: str
     rep: int
     status: str
@@ -75,7 +75,7 @@ class Screening(_Event):
 class Evaluation(_Event):
     kind: Literal["evaluation"] = "evaluation"
     commit: str
-    purpose: Literal["screening", "evaluation", "heldout", "reference", "control"] = "evaluation"
+    purpose: Literal["screening", "evaluation", "heldout", "reference", "control", "control_arm"] = "evaluation"
     complete: bool
     metrics: dict[str, Any] = Field(default_factory=dict)
     job_dir: str = ""

@@ -22,6 +22,7 @@ from markupsafe import Markup
 
 from trials.metrics import Comparison, compare
 
+from .control_arm import arm_lines
 from .report_plots import cost_plot, heatmap_plot, interval_of, outcomes_plot, pass_rate_plot
 from .show import (
     CostSummary,
@@ -82,6 +83,7 @@ class CandidateRow:
     blocked_cells: list[str] = field(default_factory=list)  # "task#k: infra:<cause>"
     history: list[tuple[str, str]] = field(default_factory=list)  # (timestamp, what happened)
     column: Column | None = None
+    control_arm: list[str] = field(default_factory=list)  # the compute-matched control arm (evolve.control_arm)
 
 
 @dataclass
@@ -152,6 +154,7 @@ def _candidates(exp: Experiment) -> list[CandidateRow]:
                 row.baseline_pass_at_1 = d.get("baseline_pass1")
                 row.p_value = d.get("p_value")
                 row.decision = {} if blocked else d
+                row.control_arm = arm_lines(d.get("control_arm"))
                 what = f"adopted as {row.version}" if row.version else row.status
                 row.history.append((ev.ts, f"{what}: {row.reason}"))
         for stage in ("smoke", "contracts"):

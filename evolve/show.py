@@ -360,6 +360,9 @@ def render_text(view: VersionView, code: bool = True) -> str:
         out.append(view.policy)
     if view.decision.get("regressions"):
         out.append(f"regressions of stable passes: {', '.join(view.decision['regressions'])}")
+    from .control_arm import arm_lines
+
+    out += arm_lines(view.decision.get("control_arm"))
     out += [f"note: {n}" for n in view.notes]
     if view.parent is not None:
         out.append("\n## Files changed")

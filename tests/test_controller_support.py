@@ -65,7 +65,7 @@ HARMFUL_PROPOSAL = {"mechanism": "keystroke-trim", "tasks": ["hello-file"]}
 
 # -------------------------------------------------------------------------------------------- experiment
 def make_experiment(runs: Path, base_url: str, name: str = "exp", *, r: int = 2, sequential: bool = False,
-                    heldout: list[str] | None = None, baseline: str = "reference"):
+                    heldout: list[str] | None = None, baseline: str = "reference", adoption: dict | None = None):
     from evolve.experiment import ExperimentConfig
     from evolve.store import init_experiment
 
@@ -73,7 +73,7 @@ def make_experiment(runs: Path, base_url: str, name: str = "exp", *, r: int = 2,
         "name": name, "endpoint": {"base_url": base_url, "model": "scripted", "timeout_sec": 30},
         "tasks": {"dir": str(STARTER), "development": DEV, "heldout": HELDOUT if heldout is None else heldout},
         "r": r, "env": "local", "concurrency": 1,
-        "adoption": {"policy": "paper", "sequential": sequential, "baseline": baseline},
+        "adoption": {"policy": "paper", "sequential": sequential, "baseline": baseline, **(adoption or {})},
     })
     return init_experiment(name, cfg, runs_dir=runs)
 
