@@ -115,6 +115,83 @@ def test_forged_rewards_are_blocked_and_recorded_docker(tmp_path):
     _check(tmp_path, "docker")
 
 
+# Run as the agent while the tests sleep: write through /proc/<pid>/root of every process into its view.
+PROC_ATTACK = r"""for p in /proc/[0-9]*; do
+  c=$(tr '\0' ' ' < $p/cmdline 2>/dev/null)
+  case $c in "bash /tests/test.sh "* | "bash -c bash /tests/test.sh "* | "sleep 3 "*)
+    echo 1 > $p/root/logs/verifier/reward.json 2>/dev/null && echo "WROTE $c" ;;
+  esac
+done; true"""
+
+
+def _sandbox(kind: str, tmp_path: Path):
+    task = make_task(tmp_path / "tasks")
+    if kind == "local":
+        from trials.environments.local import LocalEnvironment
+
+        return task, LocalEnvironment(task, tmp_path / "trial")
+    from trials.environments.docker import DockerEnvironment
+    from trials.environments.images import BASE_IMAGE
+
+    task.config.environment.docker_image = BASE_IMAGE
+    return task, DockerEnvironment(task, tmp_path / "trial")
+
+
+@pytest.mark.parametrize("kind", [pytest.param("local", marks=pytest.mark.sandbox),
+                                  pytest.param("docker", marks=pytest.mark.docker)])
+@pytest.mark.parametrize("user", [None, "nobody"])
+def test_the_verifiers_own_view_is_out_of_the_agents_reach(tmp_path, kind, user):
+    """While the tests run (as root, or as ``nobody``), the agent as root and as the tests' own uid writes
+    through /proc/<pid>/root of every process it sees: the writes reach the agent's own processes (the attack
+    works) but never the verifier's folder, and the reward is the tests' own."""
+    from trials.environments.verifier import run_verifier
+
+    _need(kind)
+    task, env = _sandbox(kind, tmp_path)
+    (task.path / "tests" / "test.sh").write_text("sleep 3; echo 0 > /logs/verifier/reward.txt\n")
+
+    async def go():
+        await env.start()
+        try:
+            await env.exec("sleep 3 >/dev/null 2>&1 </dev/null & disown", timeout=10)  # a process the agent left
+            verify = asyncio.create_task(run_verifier(env, task.path / "tests", tmp_path / "out", workdir="/app",
+                                                      variables={}, timeout=30, user=user))
+            await asyncio.sleep(1.5)
+            attacks = [await env.exec(PROC_ATTACK, timeout=20, user=who) for who in (None, user) if who != ""]
+            return await verify, attacks
+        finally:
+            await env.stop()
+
+    run, attacks = asyncio.run(go())
+    for attack in attacks:  # the agent's own `sleep 3` is reached; the verifier's tests and their sleep are not
+        assert "test.sh" not in attack.stdout and attack.stdout.count("WROTE sleep 3") <= 1, attack.stdout
+    assert run.isolation == "private" and run.result.ok, run
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["reward.txt"]
+    assert (tmp_path / "out" / "reward.txt").read_text() == "0\n"
+    assert "reward.json" in run.planted_during or user is not None  # root's write via its own process landed
+
+
+@pytest.mark.sandbox
+def test_a_private_run_past_its_timeout_is_killed_and_keeps_what_it_wrote(tmp_path):
+    from trials.environments.verifier import run_verifier
+
+    _need("local")
+    task, env = _sandbox("local", tmp_path)
+    (task.path / "tests" / "test.sh").write_text("echo 0 > /logs/verifier/reward.txt; sleep 100\n")
+
+    async def go():
+        await env.start()
+        try:
+            return await run_verifier(env, task.path / "tests", tmp_path / "out", workdir="/app", variables={},
+                                      timeout=2, user=None)
+        finally:
+            await env.stop()
+
+    run = asyncio.run(go())
+    assert run.result.timed_out and run.result.returncode == 124
+    assert (tmp_path / "out" / "reward.txt").read_text() == "0\n"
+
+
 def planting_agent(spec_path: str) -> int:
     """A process agent for the shared mode (a fake sandbox folder): plants both reward files and stops."""
     from trials.harness_api import AgentOutcome, TrialSpec
