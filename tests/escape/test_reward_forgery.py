@@ -1,6 +1,6 @@
 """Reward forgery: an agent that plants ``reward.json`` = 1 and ``reward.txt`` = 1 in ``/logs/verifier``, and one
 that leaves a background process rewriting them (also through ``/proc/<pid>/root`` of every process it can see,
-and rewriting ``/tests/test.sh``) while the tests run. The agent is the oracle running a hostile ``solve.sh``
+and rewriting ``/tests/test.sh``) while the tests run, and one that turns ``/logs`` into a file. The agent is the oracle running a hostile ``solve.sh``
 on a copy of ``write-json`` that it does not solve, so the task's own tests write ``reward.txt`` = 0.
 
 Each attempt must score 0 (the reward comes from the tests only), be recorded in ``result.json``
@@ -28,6 +28,11 @@ PLANT = """#!/bin/bash
 mkdir -p /logs/verifier
 echo 1 > /logs/verifier/reward.txt
 echo '{"reward": 1}' > /logs/verifier/reward.json
+"""
+
+# /logs turned into a file: the verifier's folder cannot even be made in the agent's view.
+CLOBBER = """#!/bin/bash
+rm -rf /logs && echo 1 > /logs
 """
 
 # Left running in the sandbox after the agent ends; writes every 10 ms for up to a minute.
@@ -69,9 +74,10 @@ def _trials(tmp_path: Path, env: str) -> dict[str, dict]:
     tasks = tmp_path / "tasks"
     copy_task("write-json", tasks, "plant", solve=PLANT)
     copy_task("write-json", tasks, "writer", solve=WRITER)
+    copy_task("write-json", tasks, "clobber", solve=CLOBBER)
     copy_task("write-json", tasks, "honest")
     out = tmp_path / "res.json"
-    proc = rise_eval("--tasks", str(tasks), "--agent", "oracle", "--env", env, "-r", "1", "-c", "3",
+    proc = rise_eval("--tasks", str(tasks), "--agent", "oracle", "--env", env, "-r", "1", "-c", "2",
                      "--job-dir", str(tmp_path / "job"), "--json", str(out), timeout=500)
     assert proc.returncode in (0, 1), proc.stdout + proc.stderr
     return {t["task_name"]: json.loads((tmp_path / "job" / f"{t['task_name']}__r1" / "result.json").read_text())
@@ -85,7 +91,7 @@ def _read_files(tmp_path: Path, task: str) -> dict[str, str]:
 
 def _check(tmp_path: Path, env: str) -> None:
     res = _trials(tmp_path, env)
-    for name in ("plant", "writer"):
+    for name in ("plant", "writer", "clobber"):
         r = res[name]
         assert r["reward"] == 0.0, f"{env}/{name}: the forged reward was read: {r['reward']} {r['verifier']}"
         assert r["status"] == "failed" and r["failure_class"] == "task_failure"
@@ -96,6 +102,7 @@ def _check(tmp_path: Path, env: str) -> None:
         assert _read_files(tmp_path, name) == {"reward.txt": "0"}  # only what the tests wrote
     assert {"reward.json", "reward.txt"} <= set(res["plant"]["verifier"]["planted"])
     assert res["plant"]["verifier"]["planted_during"] == []
+    assert "@ /logs was not a folder" in res["clobber"]["verifier"]["planted"]
     # the writer is still at work while the tests run: the shared folder fills again, and is never read
     assert {"reward.json", "reward.txt"} <= set(res["writer"]["verifier"]["planted_during"])
     honest = res["honest"]

@@ -281,7 +281,7 @@ class DockerEnvironment(Environment):
         await asyncio.to_thread(container.reload)
         pid = int(container.attrs.get("State", {}).get("Pid") or 0)
         config = container.attrs.get("Config", {})
-        if pid <= 0 or not sandbox_pid_ok(pid, container.id, config.get("Hostname")):
+        if pid <= 0 or not sandbox_pid_ok(pid, container.id):
             return "the Docker engine does not run on this machine (the container's pid 1 is not visible here)"
         env = dict(item.split("=", 1) for item in config.get("Env") or [] if "=" in item)
         return {"pid": pid, "cgroups": True, "env": {"HOME": "/root", **env}}

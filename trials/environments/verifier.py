@@ -39,10 +39,12 @@ HELPER = Path(__file__).with_name("verify_enter.py")
 SETUP_FAILED = 213  # verify_enter.py's exit status when the private view could not be built
 BACKSTOP_SEC = 30.0  # beyond the tests' own timeout, which the helper enforces
 MAX_LISTED = 50
-# Lists the folder's entries (and a symlink put in its place), then empties it; runs as the agent's peer.
-CLEAR = (f"d={FOLDER}; [ -L $d ] && echo '@ {FOLDER} is a symlink'; "
+# Lists the folder's entries (and a symlink put in its place), then empties it; runs as the agent's peer. A /logs
+# the agent turned into a file or a link is replaced.
+CLEAR = (f"d={FOLDER}; [ -L $d ] && echo '@ {FOLDER} was a symlink'; "
          f"[ -d $d/ ] && find $d/ -mindepth 1 -printf '%P\\n' | head -n {MAX_LISTED}; "
-         "rm -rf $d; mkdir -p $d && chmod 755 $d")
+         "rm -rf $d; { mkdir -p $d || { echo '@ /logs was not a folder'; rm -rf /logs && mkdir -p $d; }; } "
+         "&& chmod 755 $d")
 
 
 class VerifierRun(BaseModel):
@@ -57,19 +59,24 @@ class VerifierRun(BaseModel):
                                       "/logs/verifier during a private run (by processes the agent left)")
 
 
-async def clear_folder(env: Environment) -> list[str]:
-    """The entries the agent left in ``/logs/verifier`` (relative paths), after emptying it."""
+async def clear_folder(env: Environment, *, required: bool = True) -> list[str]:
+    """The entries the agent left in ``/logs/verifier`` (relative paths), after emptying it. A folder that cannot
+    be emptied is an error when the tests will run in it (``required``), else one more finding."""
     res = await env.exec(CLEAR, cwd="/", timeout=60)
+    found = [ln for ln in res.stdout.splitlines() if ln.strip()]
     if not res.ok:
-        raise SandboxError(f"cannot empty {FOLDER} before the verifier: {(res.stderr or res.stdout).strip()}")
-    return [ln for ln in res.stdout.splitlines() if ln.strip()]
+        problem = f"cannot empty {FOLDER}: {(res.stderr or res.stdout).strip()[:300]}"
+        if required:
+            raise SandboxError(f"{problem} (before the verifier)")
+        found.append(f"@ {problem}")
+    return found
 
 
 async def run_verifier(env: Environment, tests_dir: Path, out_dir: Path, *, workdir: str, variables: dict[str, str],
                        timeout: float, user: str | None, command: str = "bash /tests/test.sh") -> VerifierRun:
     """Run the task's tests in ``env`` and put what they wrote to ``/logs/verifier`` into ``out_dir``."""
-    planted = await clear_folder(env)
     target = await env.verifier_target()
+    planted = await clear_folder(env, required=isinstance(target, str))
     if isinstance(target, str):
         await env.upload(Path(tests_dir), "/tests")
         res = await env.exec(command, cwd=workdir, env=variables, timeout=timeout, user=user)
@@ -77,7 +84,7 @@ async def run_verifier(env: Environment, tests_dir: Path, out_dir: Path, *, work
         return VerifierRun(result=res, isolation="shared", note=target, planted=planted)
     res, note = await run_private(target, Path(tests_dir), out_dir, workdir=workdir, variables=variables,
                                   timeout=timeout, user=user, command=command)
-    during = await clear_folder(env)
+    during = await clear_folder(env, required=False)
     return VerifierRun(result=res, isolation="private", note=note, planted=planted, planted_during=during)
 
 
@@ -120,12 +127,10 @@ async def run_private(target: dict[str, Any], tests_dir: Path, out_dir: Path, *,
                       timed_out=fields.get("timed_out") == "1"), None
 
 
-def sandbox_pid_ok(pid: int, container_id: str, hostname: str | None) -> bool:
-    """Whether host pid ``pid`` is the container's pid 1 here (not a pid of a remote engine's machine)."""
+def sandbox_pid_ok(pid: int, container_id: str) -> bool:
+    """Whether host pid ``pid`` is the container's pid 1 here (not a pid of a remote engine's machine): its
+    cgroup, as this host sees it, names the container (nothing inside the container can change that)."""
     try:
-        cgroup = Path(f"/proc/{pid}/cgroup").read_text()
-        if container_id in cgroup:
-            return True
-        return hostname is not None and Path(f"/proc/{pid}/root/etc/hostname").read_text().strip() == hostname
+        return container_id in Path(f"/proc/{pid}/cgroup").read_text()
     except OSError:
         return False
