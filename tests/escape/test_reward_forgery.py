@@ -228,5 +228,15 @@ def test_shared_mode_never_reads_a_planted_reward(tmp_path):
     assert sorted(p.name for p in written.iterdir()) == ["reward.txt"] and (written / "reward.txt").read_text() == "0\n"
 
 
+def test_a_result_written_before_the_detector_still_loads(tmp_path):
+    from trials.results import TrialResult
+
+    old = {"schema_version": 1, "trial_name": "t__r1", "run_id": "x", "task_name": "t", "status": "passed",
+           "reward": 1.0, "verifier": {"returncode": 0, "reward_source": "reward.txt"}}
+    (tmp_path / "result.json").write_text(json.dumps(old))
+    res = TrialResult.load(tmp_path / "result.json")
+    assert res.verifier.isolation is None and not res.verifier.tampered and res.verifier.planted == []
+
+
 if __name__ == "__main__":
     sys.exit(planting_agent(sys.argv[sys.argv.index("--spec") + 1]))
