@@ -1,6 +1,6 @@
 """Stages 2 and 3 of a round: the checks (the overfitting guard, smoke, then contracts with the repair hook; a
-repaired worktree is committed, guarded and smoke-checked again) and the screening (the candidate on the tasks its proposal concerns, r=1:
-the mechanism must show in the spans)."""
+repaired worktree is committed, guarded and smoke-checked again) and the screening (the candidate on the tasks
+its proposal concerns, r=1: the mechanism must show in the spans)."""
 
 from __future__ import annotations
 

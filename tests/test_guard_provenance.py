@@ -50,6 +50,9 @@ def test_task_toml_is_read_and_general_code_passes(guard):
     assert report.refused and report.quotes[0].file == "task.toml"
     general = _patch("def verify(answer: dict) -> bool:\n    return bool(answer) and 'name' in answer\n")
     assert not guard.check_patch(general).refused
+    # cli-calculator's solution ends like any script: five generic words are no quote of it
+    entry = _patch("def main(argv):\n    return 0\n\n\nif __name__ == '__main__':\n    sys.exit(main(sys.argv[1:]))\n")
+    assert not OverfitGuard(STARTER, ["cli-calculator"]).check_patch(entry).refused
 
 
 def _candidate(tmp_path: Path):

@@ -12,6 +12,8 @@ repair, :mod:`evolve.checks`).
 
 from __future__ import annotations
 
+import builtins
+import keyword
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +26,14 @@ MIN_SOLUTION_WORDS = 5
 TASK_FILES = ("instruction.md", "task.toml", "task.yaml")
 TASK_FOLDERS = ("tests", "solution")
 TEXT_SUFFIXES = {".md", ".sh", ".py", ".txt", ".json", ".toml", ".yaml", ".yml", ""}
+# Tokens any program has: a solution's 5 words made only of these (``if __name__ == "__main__": sys.exit(main())``)
+# are no answer. A gram of a solution counts when at least two of its words are outside this set.
+GENERIC = frozenset({*keyword.kwlist, *(n.lower() for n in dir(builtins)), "__name__", "__main__", "sys", "os",
+                     "sys.exit", "sys.argv", "sys.stderr", "sys.stdout", "main", "argv", "args", "self", "path",
+                     "json", "re", "f", "r", "w", "a", "b", "i", "x", "0", "1", "-1", "utf-8", "encoding",
+                     "bin/bash", "/bin/bash", "bash", "sh", "env", "python3", "python", "cd", "cat", "echo",
+                     "mkdir", "-p", "rm", "-rf", "-f", "-e", "then", "fi", "do", "done", "exit", "return",
+                     "true", "false", "none", "import", "from", "def", "print", "file"})
 _WS = re.compile(r"\s+")
 _WORD = re.compile(r"[A-Za-z0-9_./-]+")
 
@@ -95,6 +105,8 @@ class OverfitGuard:
                 self.sizes.add(size)
                 lines = [n for ln in text.splitlines() if len(n := _norm(ln)) >= MIN_LINE]
                 grams = _grams([w.lower() for w in _WORD.findall(text)], size)
+                if size == MIN_SOLUTION_WORDS:
+                    grams = {g for g in grams if sum(w not in GENERIC for w in g) >= 2}
                 self.sources.append(_Source(task, rel.as_posix(), lines, grams))
 
     def check(self, text: str, what: str = "proposal") -> GuardReport:
