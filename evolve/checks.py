@@ -1,6 +1,6 @@
-"""Stages 2 and 3 of a round: the checks (smoke, then contracts with the repair hook; a repaired worktree is
-committed and smoke-checked again) and the screening (the candidate on the tasks its proposal concerns, r=1:
-the mechanism must show in the spans)."""
+"""Stages 2 and 3 of a round: the checks (the overfitting guard, smoke, then contracts with the repair hook; a
+repaired worktree is committed, guarded and smoke-checked again) and the screening (the candidate on the tasks
+its proposal concerns, r=1: the mechanism must show in the spans)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from validate.evaluate import kill_point, screen
 
 from .candidates import COMMIT_MARK, boundaries_added
 from .ledger import CheckResult, Screening
+from .proposals.guard import OverfitGuard
 from .round_model import (
     CandidateInput,
     CandidateReport,
@@ -63,6 +64,7 @@ class CheckStages:
 
     async def run_checks(self, incumbent: str, commit: str, wt: Path) -> tuple[str, Path]:
         for attempt in range(1, 2 * self.max_repairs + 3):  # smoke and contract repairs, then the last checks
+            self.guard_commit(incumbent, commit)  # the implementation, then each repair: what gets evaluated
             smoke = self.led.find("check_result", key=f"{commit}:smoke")
             if not smoke:
                 passed, details = await self.checks.smoke(wt, self.exp.root / "checks" / commit[:12] / "smoke")
@@ -101,6 +103,17 @@ class CheckStages:
                             {"stage": "contracts", "details": ev[0].details})
             return commit, wt
         raise ControllerError(f"{commit[:12]}: checks did not settle after {self.max_repairs} repairs")
+
+    def guard_commit(self, incumbent: str, commit: str) -> None:
+        """The overfitting guard on everything ``commit`` adds to the incumbent: a commit quoting a development
+        task (instruction, config, tests, solution) is rejected, booked like any rejection, before it runs."""
+        guard = getattr(self, "_overfit_guard", None)
+        if guard is None:
+            guard = self._overfit_guard = OverfitGuard(self.tasks_dir, self.dev_tasks())
+        verdict = guard.check_patch(self.exp.repo.git.diff(self.exp.commit_of(incumbent), commit))
+        if verdict.refused:
+            self.reject(commit, CandidateReport(""), verdict.reason(),
+                        {"stage": "guard", "quotes": [q.model_dump() for q in verdict.quotes]})
 
     async def _repair_smoke(self, commit: str, wt: Path, smoke: Any, attempt: int) -> str | None:
         """A failed smoke check goes to the repair hook (the implementer) like failed contracts do, within the

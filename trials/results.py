@@ -83,6 +83,16 @@ class VerifierOutcome(BaseModel):
     reward_source: str | None = Field(default=None, description="reward.json, reward.txt or exit_code")
     reward_detail: Any = Field(default=None, description="the parsed reward.json, when there was one")
     error: str | None = None
+    # The reward-forgery detector (trials/environments/verifier.py). Absent from results written before it.
+    isolation: Literal["private", "shared"] | None = Field(
+        default=None, description="private: the tests ran with a /logs/verifier only they could see; shared: "
+        "in the agent's view (a planted reward is removed first, a background writer is not stopped)")
+    isolation_note: str | None = Field(default=None, description="why the shared mode, or a failed private one")
+    tampered: bool = Field(default=False, description="the agent wrote into the verifier's folder")
+    planted: list[str] = Field(default_factory=list, description="what was in /logs/verifier before the "
+                               "verifier ran (removed, never read)")
+    planted_during: list[str] = Field(default_factory=list, description="what agent processes wrote to the "
+                                      "shared /logs/verifier while the tests ran (never read)")
 
 
 class TrialResult(BaseModel):

@@ -13,7 +13,9 @@ Outcome rules (the runner never raises for a bad task; everything lands in ``res
   left behind, as in Harbor). ``passed`` iff the reward is 1.0. A trial that is not passed is ``failed`` with
   the first cause in this order: ``agent_timeout``, ``agent_error``, ``verifier_timeout``, ``verifier_error``
   (no or unreadable reward), ``task_failure``.
-- Reward: ``/logs/verifier/reward.json`` wins over ``reward.txt``. JSON may be a number, or an object: its
+- Reward: read only from what the tests wrote during their own run (trials/environments/verifier.py: the
+  folder is emptied first, and where the sandbox allows, the tests see a private ``/logs/verifier``; what the
+  agent wrote there is recorded in ``verifier.planted``, never read). ``reward.json`` wins over ``reward.txt``. JSON may be a number, or an object: its
   ``reward`` key when present, else the mean of its numeric values. ``reward.txt`` holds one float. A task
   with ``legacy_exit_code`` and no reward file scores 1.0 iff ``test.sh`` exited 0.
 """
@@ -39,6 +41,7 @@ from . import launch, terminal
 from .agents import AgentSpec, cache_root
 from .endpoints.spec import EndpointSpec
 from .environments.base import Environment
+from .environments.verifier import VerifierRun, run_verifier
 from .errors import InfraError, TaskError
 from .harness_api import AgentOutcome, TrialSpec, write_json_atomic
 from .results import TrialResult, read_lost_spans
@@ -101,6 +104,19 @@ def parse_reward(verifier_dir: Path) -> tuple[float | None, str | None, Any, str
         except ValueError:
             return None, "reward.txt", None, f"reward.txt is not a number: {text[:80]!r}"
     return None, None, None, "the verifier wrote no reward.txt or reward.json"
+
+
+def _record_tampering(res: TrialResult, run: VerifierRun) -> None:
+    """The detector's findings into ``result.json`` (see trials/environments/verifier.py)."""
+    v = res.verifier
+    v.isolation, v.isolation_note = run.isolation, run.note
+    v.planted, v.planted_during = run.planted, run.planted_during
+    v.tampered = bool(run.planted or run.planted_during)
+    if v.tampered:
+        res.notes.append(f"the agent wrote into /logs/verifier (never read): before the tests {run.planted}, "
+                         f"during them {run.planted_during}")
+        log.warning("%s: the agent wrote into /logs/verifier: %s %s", res.trial_name, run.planted,
+                    run.planted_during)
 
 
 def _group_alive(pgid: int) -> bool:
@@ -308,24 +324,26 @@ HARNESS_INFRA_KINDS = frozenset({"model_unreachable", "model_server", "sandbox",
 
 async def _verifier_phase(res: TrialResult, task: Any, env: Environment, verifier_dir: Path) -> None:
     vconf = task.config.verifier
+    logs = verifier_dir / "logs"
     t0 = time.monotonic()
     try:
-        await env.upload(Path(task.tests_dir), "/tests")
-        await env.exec("mkdir -p /logs/verifier", timeout=30)  # so the download below finds a folder
-        vres = await env.exec("bash /tests/test.sh", cwd=task.config.environment.workdir, env=dict(vconf.env),
-                              timeout=vconf.timeout_sec, user=vconf.user)
-        (verifier_dir / "test-stdout.txt").write_text(vres.stdout)
-        (verifier_dir / "test-stderr.txt").write_text(vres.stderr)
-        res.verifier.returncode, res.verifier.timed_out = vres.returncode, vres.timed_out
-        logs = verifier_dir / "logs"
-        await env.download("/logs/verifier", logs)
+        run = await run_verifier(env, Path(task.tests_dir), logs, workdir=task.config.environment.workdir,
+                                 variables=dict(vconf.env), timeout=vconf.timeout_sec, user=vconf.user)
     finally:
         res.durations.verifier = time.monotonic() - t0
-    # An environment may copy the folder itself or only its contents; accept both.
-    found = logs / "verifier" if (logs / "verifier").is_dir() and not (logs / "reward.txt").exists() else logs
-    reward, source, detail, error = parse_reward(found)
-    if reward is None and getattr(task, "legacy_exit_code", False) and source is None and not vres.timed_out:
-        reward, source, error = (1.0 if vres.returncode == 0 else 0.0), "exit_code", None
+    vres = run.result
+    (verifier_dir / "test-stdout.txt").write_text(vres.stdout)
+    (verifier_dir / "test-stderr.txt").write_text(vres.stderr)
+    res.verifier.returncode, res.verifier.timed_out = vres.returncode, vres.timed_out
+    _record_tampering(res, run)
+    if run.isolation == "private" and run.note is not None:  # the private view failed: nothing is read
+        reward, source, detail, error = None, None, None, run.note
+    else:
+        # An environment may copy the folder itself or only its contents; accept both.
+        found = logs / "verifier" if (logs / "verifier").is_dir() and not (logs / "reward.txt").exists() else logs
+        reward, source, detail, error = parse_reward(found)
+        if reward is None and getattr(task, "legacy_exit_code", False) and source is None and not vres.timed_out:
+            reward, source, error = (1.0 if vres.returncode == 0 else 0.0), "exit_code", None
     res.reward = reward
     res.verifier.reward_source, res.verifier.reward_detail, res.verifier.error = source, detail, error
     if reward is not None and reward >= 1.0:

@@ -7,11 +7,11 @@ from typing import Annotated
 
 from pydantic import Field
 
-from evolve.agents.tools import ToolContext, ToolError, tool
+from evolve.agents.tools import SEALED_DIRS, ToolContext, ToolError, tool
 
 MAX_ENTRIES = 200
 MAX_MATCHES = 100
-SKIP_DIRS = {".git", "__pycache__", ".venv", "node_modules"}
+SKIP_DIRS = {".git", "__pycache__", ".venv", "node_modules", *SEALED_DIRS}  # sealed: held-out grids
 
 
 @tool(group="read")
@@ -55,7 +55,7 @@ def list_dir(ctx: ToolContext,
     target = ctx.resolve(path)
     if not target.is_dir():
         raise ToolError(f"{path!r} is not a folder")
-    entries = sorted(target.iterdir(), key=lambda p: p.name)
+    entries = sorted((p for p in target.iterdir() if p.name not in SEALED_DIRS), key=lambda p: p.name)
     # workspace-relative names: a small model given bare names reads "result.json" for "trial/result.json"
     prefix = target.relative_to(ctx.workspace.resolve()).as_posix()
     prefix = "" if prefix == "." else prefix + "/"

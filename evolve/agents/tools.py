@@ -69,8 +69,19 @@ class ToolContext:
                 raise ToolError(f"no such trial: {trial!r} (neither in the workspace nor in {trials_dir})") from None
 
 
+# Folders no role may read, wherever they lie in a workspace: the controller's held-out grids
+# (``versions/<tag>/heldout``, evolve/controller.py) hold the sealed tasks' instructions and test output.
+SEALED_DIRS = frozenset({"heldout"})
+
+
+def sealed(relative: Path) -> bool:
+    """Whether a workspace-relative path lies in a sealed (held-out) folder."""
+    return any(part in SEALED_DIRS for part in relative.parts)
+
+
 def confine(workspace: Path, path: str | Path, *, must_exist: bool = True) -> Path:
-    """Resolve ``path`` inside ``workspace`` following every symlink; :class:`ToolRefused` when it leaves it."""
+    """Resolve ``path`` inside ``workspace`` following every symlink; :class:`ToolRefused` when it leaves it or
+    enters a sealed held-out folder."""
     root = workspace.resolve()
     raw = Path(str(path)) if str(path).strip() else Path(".")
     target = (raw if raw.is_absolute() else root / raw).resolve()  # resolves links, even in missing parents
@@ -78,6 +89,8 @@ def confine(workspace: Path, path: str | Path, *, must_exist: bool = True) -> Pa
     # same wherever the workspace is
     if target != root and root not in target.parents:
         raise ToolRefused(f"path {str(path)!r} leads outside the workspace (links resolved); refused")
+    if sealed(target.relative_to(root)):
+        raise ToolRefused(f"path {str(path)!r} is in the sealed held-out split; no role reads it; refused")
     if must_exist and not target.exists():
         raise ToolError(f"no such file or folder: {str(path)!r}")
     return target

@@ -68,6 +68,12 @@ class Environment(abc.ABC):
     def handle(self) -> dict[str, Any]:
         """A JSON-able description another process can :func:`attach` to (must include ``kind``)."""
 
+    async def verifier_target(self) -> dict[str, Any] | str:
+        """Where the verifier's private run enters this sandbox (see trials/environments/verifier.py): a dict
+        with ``pid`` (a host pid holding the sandbox's namespaces), ``cgroups`` (join its cgroups too) and
+        ``env`` (the sandbox's environment variables); or a string saying why only the shared mode is possible."""
+        return f"the {self.kind} sandbox has no private verifier mode"
+
     @classmethod
     @abc.abstractmethod
     def attach(cls, handle: dict[str, Any]) -> Environment:

@@ -33,6 +33,7 @@ from .base import Environment, ExecResult
 from .dockerfile import parse, rewrite_from
 from .images import BASE_IMAGE, BaseImageMap, cache_dir, docker_client, ensure_base_image, image_exists
 from .local import KEEPER_SCRIPT, _choose_workdir, owner_alive, owner_tag
+from .verifier import sandbox_pid_ok
 
 log = logging.getLogger(__name__)
 
@@ -270,6 +271,20 @@ class DockerEnvironment(Environment):
         env._container = None
         env._owner = False
         return env
+
+    async def verifier_target(self) -> dict[str, Any] | str:
+        """The container's pid 1 when the engine runs on this machine and we are root (the verifier's private
+        run joins its namespaces and cgroups); else why only the shared mode is possible."""
+        if os.geteuid() != 0:
+            return "the verifier's private view needs root on the host"
+        container = await asyncio.to_thread(self._get_container)
+        await asyncio.to_thread(container.reload)
+        pid = int(container.attrs.get("State", {}).get("Pid") or 0)
+        config = container.attrs.get("Config", {})
+        if pid <= 0 or not sandbox_pid_ok(pid, container.id):
+            return "the Docker engine does not run on this machine (the container's pid 1 is not visible here)"
+        env = dict(item.split("=", 1) for item in config.get("Env") or [] if "=" in item)
+        return {"pid": pid, "cgroups": True, "env": {"HOME": "/root", **env}}
 
     # ------------------------------------------------------------------ exec and copies
 

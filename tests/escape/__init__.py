@@ -1,0 +1,1 @@
+"""Hostile candidates and agents: each test is an escape attempt that must be blocked and recorded."""

@@ -1,0 +1,136 @@
+"""The verifier phase inside a sandbox: the detector, the private run, and the weaker shared run.
+
+The agent can write into ``/logs/verifier`` (it is root in its sandbox), and a process it leaves running can keep
+writing there while the tests run. So:
+
+1. The detector lists what is in ``/logs/verifier`` before the verifier starts (the sandbox made it empty; the
+   verifier has not run yet, so anything there is the agent's), then empties it.
+2. Private mode (an environment whose :meth:`~trials.environments.base.Environment.verifier_target` names a pid
+   this host can enter: local always, docker when the engine is on this machine): the tests run through
+   ``verify_enter.py`` with a fresh ``/tests`` and a fresh ``/logs/verifier`` that only their own process tree
+   sees; the reward is read from what they wrote there, nothing else. Afterwards the shared folder is listed
+   again: files there were written during the run by processes the agent left behind (recorded, never read).
+3. Shared mode (anything else, recorded as such): upload the tests, run them, download the emptied-then-refilled
+   folder. A reward planted before the verifier started is never read; a background writer is not stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, Field
+
+from ..errors import SandboxError
+from .archive import pack
+from .base import ExecResult
+
+if TYPE_CHECKING:
+    from .base import Environment
+
+FOLDER = "/logs/verifier"
+HELPER = Path(__file__).with_name("verify_enter.py")
+SETUP_FAILED = 213  # verify_enter.py's exit status when the private view could not be built
+BACKSTOP_SEC = 30.0  # beyond the tests' own timeout, which the helper enforces
+MAX_LISTED = 50
+# Lists the folder's entries (and a symlink put in its place), then empties it; runs as the agent's peer. A /logs
+# the agent turned into a file or a link is replaced.
+CLEAR = (f"d={FOLDER}; [ -L $d ] && echo '@ {FOLDER} was a symlink'; "
+         f"[ -d $d/ ] && find $d/ -mindepth 1 -printf '%P\\n' | head -n {MAX_LISTED}; "
+         "rm -rf $d; { mkdir -p $d || { echo '@ /logs was not a folder'; rm -rf /logs && mkdir -p $d; }; } "
+         "&& chmod 755 $d")
+
+
+class VerifierRun(BaseModel):
+    """What one verifier run did and what the detector found around it."""
+
+    result: ExecResult
+    isolation: Literal["private", "shared"]
+    note: str | None = Field(default=None, description="why the shared mode was used, or why the private "
+                             "view could not be built")
+    planted: list[str] = Field(default_factory=list, description="entries of /logs/verifier before the run")
+    planted_during: list[str] = Field(default_factory=list, description="entries written to the shared "
+                                      "/logs/verifier during a private run (by processes the agent left)")
+
+
+async def clear_folder(env: Environment, *, required: bool = True) -> list[str]:
+    """The entries the agent left in ``/logs/verifier`` (relative paths), after emptying it. A folder that cannot
+    be emptied is an error when the tests will run in it (``required``), else one more finding."""
+    res = await env.exec(CLEAR, cwd="/", timeout=60)
+    found = [ln for ln in res.stdout.splitlines() if ln.strip()]
+    if not res.ok:
+        problem = f"cannot empty {FOLDER}: {(res.stderr or res.stdout).strip()[:300]}"
+        if required:
+            raise SandboxError(f"{problem} (before the verifier)")
+        found.append(f"@ {problem}")
+    return found
+
+
+async def run_verifier(env: Environment, tests_dir: Path, out_dir: Path, *, workdir: str, variables: dict[str, str],
+                       timeout: float, user: str | None, command: str = "bash /tests/test.sh") -> VerifierRun:
+    """Run the task's tests in ``env`` and put what they wrote to ``/logs/verifier`` into ``out_dir``."""
+    target = await env.verifier_target()
+    planted = await clear_folder(env, required=isinstance(target, str))
+    if isinstance(target, str):
+        await env.upload(Path(tests_dir), "/tests")
+        res = await env.exec(command, cwd=workdir, env=variables, timeout=timeout, user=user)
+        await env.download(FOLDER, out_dir)
+        return VerifierRun(result=res, isolation="shared", note=target, planted=planted)
+    res, note = await run_private(target, Path(tests_dir), out_dir, workdir=workdir, variables=variables,
+                                  timeout=timeout, user=user, command=command)
+    during = await clear_folder(env, required=False)
+    return VerifierRun(result=res, isolation="private", note=note, planted=planted, planted_during=during)
+
+
+async def run_private(target: dict[str, Any], tests_dir: Path, out_dir: Path, *, workdir: str,
+                      variables: dict[str, str], timeout: float, user: str | None,
+                      command: str) -> tuple[ExecResult, str | None]:
+    """Run ``command`` through ``verify_enter.py`` in the namespaces of ``target["pid"]``; (result, setup error)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with (tempfile.TemporaryFile() as stdin, tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err,
+          tempfile.TemporaryFile() as channel):
+        stdin.write(pack(tests_dir, "."))
+        stdin.seek(0)
+        args = {"pid": target["pid"], "cgroups": bool(target.get("cgroups")), "timeout": timeout,
+                "workdir": workdir, "user": user, "env": {**target.get("env", {}), **variables},
+                "command": ["bash", "-c", command], "result_fd": channel.fileno()}
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-I", "-S", str(HELPER), json.dumps(args), stdin=stdin, stdout=out, stderr=err,
+            pass_fds=(channel.fileno(),), start_new_session=True)
+        try:
+            await asyncio.wait_for(proc.wait(), timeout + BACKSTOP_SEC)
+        except (TimeoutError, asyncio.CancelledError):
+            proc.kill()
+            await proc.wait()
+            raise
+        out.seek(0)
+        err.seek(0)
+        channel.seek(0)
+        status = channel.readline().decode(errors="replace").strip()
+        stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
+        if not status.startswith("rise-verify rc="):
+            why = status.removeprefix("rise-verify setup-failed ").strip() or \
+                f"the helper exited {proc.returncode} without a status: {stderr.strip()[-500:]}"
+            return ExecResult(returncode=SETUP_FAILED, stdout=stdout, stderr=stderr), \
+                f"the verifier's private view could not be built: {why}"
+        fields = dict(part.split("=", 1) for part in status.split()[1:])
+        data = channel.read()
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        tar.extractall(out_dir, filter="data")
+    return ExecResult(returncode=int(fields["rc"]), stdout=stdout, stderr=stderr,
+                      timed_out=fields.get("timed_out") == "1"), None
+
+
+def sandbox_pid_ok(pid: int, container_id: str) -> bool:
+    """Whether host pid ``pid`` is the container's pid 1 here (not a pid of a remote engine's machine): its
+    cgroup, as this host sees it, names the container (nothing inside the container can change that)."""
+    try:
+        return container_id in Path(f"/proc/{pid}/cgroup").read_text()
+    except OSError:
+        return False

@@ -1,0 +1,232 @@
+"""Run a task's tests in a private view of a started sandbox (a host process, root; standard library only).
+
+``python3 -I -S verify_enter.py ARGS_JSON`` with the tests' tar on stdin and the result channel open (fd
+``result_fd`` of the arguments). It joins the namespaces (and, for a container, the cgroups) of the sandbox's
+pid 1, then unshares a mount namespace of its own and builds a new root on a fresh tmpfs stacked on
+``/dev/shm`` (a mount point in the sandbox, which the agent can neither rename nor remove): every top-level
+folder of the sandbox bound in, except ``/tests`` and ``/logs/verifier``, which are fresh tmpfs folders no other
+process tree sees. Only this host program runs with full privileges: the sandbox's own programs (which the
+agent may have replaced, in a container) run after the capabilities are dropped, chrooted in the new root.
+
+The tests keep the sandbox's usual capabilities plus CAP_WAKE_ALARM, a harmless one the agent lacks, also as an
+ambient capability when they run as another user: the kernel then refuses the agent's processes
+``/proc/<pid>/root`` of every verifier process (ptrace access needs a superset of the target's capabilities),
+the one path from the agent's view into this one.
+
+The result channel carries one status line, ``rise-verify rc=N timed_out=0|1`` or ``rise-verify setup-failed
+WHY``, then (after ``rc=``) a tar of the verifier's ``/logs/verifier``. The tests never hold it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import sys
+import tarfile
+import time
+
+CLONE_NEWNS = 0x00020000
+MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
+PR_CAPBSET_DROP, PR_SET_KEEPCAPS, PR_CAP_AMBIENT = 24, 8, 47
+PR_CAP_AMBIENT_RAISE, PR_CAP_AMBIENT_CLEAR_ALL = 2, 4
+# Docker's default set (trials/environments/local.py CAPS), by number, and the verifier's own extra one.
+DOCKER_CAPS = (0, 1, 3, 4, 5, 6, 7, 8, 10, 13, 18, 27, 29, 31)
+CAP_WAKE_ALARM = 35
+SETUP_FAILED = 213
+NAMESPACES = ("ipc", "uts", "net", "pid", "mnt")  # mnt last: it changes our root
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+class Setup(Exception):
+    """The private view could not be built (the message says which step)."""
+
+
+def _read(path: str) -> str:
+    with open(path) as f:
+        return f.read()
+
+
+def _call(rc: int, what: str) -> None:
+    if rc != 0:
+        err = ctypes.get_errno()
+        raise Setup(f"{what}: {os.strerror(err)}")
+
+
+def _mount(src: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    enc = (lambda s: s.encode() if s is not None else None)
+    _call(_libc.mount(enc(src), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)), f"mount {target}")
+
+
+def _join(pid: int, cgroups: bool) -> None:
+    fds = {ns: os.open(f"/proc/{pid}/ns/{ns}", os.O_RDONLY) for ns in NAMESPACES}
+    root = os.open(f"/proc/{pid}/root", os.O_RDONLY | os.O_DIRECTORY)  # as nsenter --root: pid 1's own root
+    if cgroups:  # a container's limits apply to its verifier too
+        for line in _read(f"/proc/{pid}/cgroup").splitlines():
+            _, controllers, path = line.split(":", 2)
+            if path == "/":
+                continue
+            name = controllers.removeprefix("name=") or "unified"
+            base = "/sys/fs/cgroup" + ("" if not controllers else f"/{name}")
+            try:
+                with open(f"{base}{path}/cgroup.procs", "w") as f:
+                    f.write(str(os.getpid()))
+            except OSError:
+                pass  # a controller not mounted here: the sandbox's own pid 1 still bounds the namespaces
+    for ns, fd in fds.items():
+        _call(_libc.setns(fd, 0), f"setns {ns}")
+        os.close(fd)
+    os.fchdir(root)
+    os.chroot(".")
+    os.close(root)
+    _call(_libc.unshare(CLONE_NEWNS), "unshare the mount namespace")
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+
+
+def _build_root(tests_tar: bytes, user_ids: tuple[int, int] | None) -> None:
+    """The new root, built in the current folder (``/dev/shm`` after the tmpfs is mounted there)."""
+    if not os.path.isdir("/dev/shm") or os.path.islink("/dev/shm"):
+        raise Setup("/dev/shm is missing in the sandbox")
+    _mount("rise-verify", "/dev/shm", "tmpfs", 0, "mode=0755,size=512m")
+    os.chdir("/dev/shm")
+    os.mkdir("dev")
+    _mount("/dev", "dev", None, MS_BIND | MS_REC)
+    _call(_libc.umount2(b"dev/shm", 0), "umount dev/shm")  # the copy of this root; the real shm shows again
+    os.mkdir("proc")
+    _mount("/proc", "proc", None, MS_BIND | MS_REC)
+    for name in sorted(os.listdir("/")):
+        if name in ("proc", "dev", "tests", "logs"):
+            continue
+        src = f"/{name}"
+        if os.path.islink(src):
+            os.symlink(os.readlink(src), name)
+        elif os.path.isdir(src):
+            os.mkdir(name)
+            _mount(src, name, None, MS_BIND | MS_REC)
+        elif os.path.exists(src):
+            open(name, "w").close()
+            _mount(src, name, None, MS_BIND)
+    os.makedirs("tests")
+    _mount("rise-tests", "tests", "tmpfs", 0, "mode=0755")
+    with tarfile.open(fileobj=_Reader(tests_tar), mode="r|") as tar:
+        tar.extractall("tests", filter="data")
+    os.makedirs("logs/verifier")
+    os.mkdir("logs/agent")
+    _mount("rise-verifier", "logs/verifier", "tmpfs", 0, "mode=0755,size=256m")
+    if os.path.isdir("/logs/agent"):
+        _mount("/logs/agent", "logs/agent", None, MS_BIND | MS_REC)
+    if user_ids is not None:
+        os.chown("logs/verifier", *user_ids)
+
+
+class _Reader:
+    """A file object over bytes for a streaming tarfile (tarfile's own io import is done already)."""
+
+    def __init__(self, data: bytes):
+        self.data, self.pos = data, 0
+
+    def read(self, n: int = -1) -> bytes:
+        end = len(self.data) if n < 0 else self.pos + n
+        chunk, self.pos = self.data[self.pos:end], min(end, len(self.data))
+        return chunk
+
+
+def _user(spec: str | None) -> tuple[int, int, list[int]] | None:
+    """(uid, gid, groups) of ``spec`` from the sandbox's own /etc/passwd and /etc/group (not the host's NSS)."""
+    if spec in (None, "", "root", "0"):
+        return None
+    try:
+        passwd = [ln.split(":") for ln in _read("etc/passwd").splitlines() if ln.count(":") >= 6]
+        groups = [ln.split(":") for ln in _read("etc/group").splitlines() if ln.count(":") >= 3]
+    except OSError as exc:
+        raise Setup(f"cannot read the sandbox's users: {exc}") from exc
+    row = next((r for r in passwd if r[0] == spec or r[2] == spec), None)
+    if row is None:
+        raise Setup(f"user {spec!r} does not exist in the sandbox")
+    uid, gid = int(row[2]), int(row[3])
+    extra = [int(g[2]) for g in groups if row[0] in g[3].split(",")]
+    return uid, gid, sorted({gid, *extra})
+
+
+def _drop_privileges(ids: tuple[int, int, list[int]] | None) -> None:
+    last = int(_read("/proc/sys/kernel/cap_last_cap"))
+    keep = {*DOCKER_CAPS, CAP_WAKE_ALARM}
+    for cap in range(last + 1):
+        if cap not in keep:
+            _call(_libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), f"drop capability {cap}")
+    _call(_libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clear ambient capabilities")
+    if ids is not None:
+        _call(_libc.prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0), "keep capabilities")
+        os.setgroups(ids[2])
+        os.setresgid(ids[1], ids[1], ids[1])
+        os.setresuid(ids[0], ids[0], ids[0])
+    bit = 1 << CAP_WAKE_ALARM  # only in the second 32-bit word
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)
+    data = (ctypes.c_uint32 * 6)(*(0, 0, 0), bit >> 32, bit >> 32, bit >> 32)
+    if ids is None:  # root keeps its bounded set; the inheritable set only carries the ambient cap
+        _call(_libc.capget(header, data), "capget")
+        data[2], data[5] = 0, bit >> 32
+    _call(_libc.capset(header, data), "capset")
+    _call(_libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_WAKE_ALARM, 0, 0), "ambient capability")
+
+
+def _child(args: dict, ids: tuple[int, int, list[int]] | None) -> None:
+    try:
+        os.setsid()
+        os.chroot(".")
+        os.chdir(args["workdir"])
+        _drop_privileges(ids)
+        null = os.open("/dev/null", os.O_RDONLY)
+        os.dup2(null, 0)
+        os.closerange(3, 65536)  # the result channel above all
+        os.execvpe(args["command"][0], args["command"], args["env"])
+    except BaseException as exc:  # noqa: BLE001 - the child must never return into the parent's code
+        os.write(2, f"rise-verify: cannot start the tests: {exc}\n".encode())
+    os._exit(126)
+
+
+def _wait(pid: int, timeout: float) -> tuple[int, bool]:
+    deadline = time.monotonic() + timeout
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            rc = os.waitstatus_to_exitcode(status)
+            return (128 - rc if rc < 0 else rc), False  # killed by a signal: the shell's 128+N
+        if time.monotonic() > deadline:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            os.waitpid(pid, 0)
+            return 124, True
+        time.sleep(0.02)
+
+
+def main() -> int:
+    args = json.loads(sys.argv[1])
+    out = os.fdopen(int(args["result_fd"]), "wb")
+    tests_tar = sys.stdin.buffer.read()
+    try:
+        _join(int(args["pid"]), bool(args.get("cgroups")))
+        os.chdir("/")
+        ids = _user(args.get("user"))
+        _build_root(tests_tar, ids[:2] if ids else None)
+    except (Setup, OSError, tarfile.TarError) as exc:
+        out.write(f"rise-verify setup-failed {exc}\n".encode())
+        return SETUP_FAILED
+    sys.stdout.flush()
+    pid = os.fork()
+    if pid == 0:
+        _child(args, ids)
+    rc, timed_out = _wait(pid, float(args["timeout"]))
+    out.write(f"rise-verify rc={rc} timed_out={int(timed_out)}\n".encode())
+    with tarfile.open(fileobj=out, mode="w|") as tar:
+        tar.add("logs/verifier", arcname=".")
+    out.close()
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
