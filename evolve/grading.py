@@ -75,9 +75,9 @@ def _pass1(grid: Grid) -> float | None:
 
 def _delta(task: str, baseline: Grid, candidate: Grid, r: int, *, at_risk: bool) -> TaskDelta:
     b, c = _rate(baseline.get(task)), _rate(candidate.get(task))
-    if len(baseline.get(task, [])) < r or len(candidate.get(task, [])) < r:
+    if task in baseline and task in candidate and min(len(baseline[task]), len(candidate[task])) < r:
         verdict = "incomplete"  # cells not run (a curtailed grid): its pass rate says nothing yet
-    elif b is None or c is None:
+    elif b is None or c is None:  # not a task of the grids, or every run ⊥
         verdict = "unknown"
     elif at_risk:
         verdict = "regressed" if c < b else "held"

@@ -54,7 +54,7 @@ def test_a_bottom_cell_in_the_control_grid_blocks_the_round_and_a_resume_complet
 
     broken["on"] = False
     before = {e.key for e in led.find("trial_done") if e.status != "infra"}
-    report = run_round(exp, 1, [], checks=standin_checks(), env_factory=factory)
+    report = run_round(exp, 1, cand, checks=standin_checks(), env_factory=factory)  # no candidate was created yet
     assert report.adopted == "v1"
     led = exp.ledger
     new_control = [e.key for e in led.find("trial_done", purpose="control") if e.status != "infra"
