@@ -134,10 +134,10 @@ def test_a_no_effect_candidate_is_graded_effective_at_the_chance_rate():
 def test_a_curtailed_grid_is_graded_incomplete_and_says_so():
     base = {"a": [False, True], "b": [True, True]}
     cut = {"a": [True], "b": [True, True]}  # curtailment stopped after 3 of 4 runs
-    g = grade("m", "rejected", ["a"], ["b"], base, cut, 2, "fresh runs")
+    g = grade("m", "rejected", ["a"], ["b"], base, cut)  # r: the most runs any task has
     assert g.grade == "incomplete" and g.fixes[0].verdict == "incomplete" and g.at_risk[0].verdict == "held"
     assert "incomplete (evaluation curtailed: 3 of 4 runs; not graded)" in g.line()
-    assert g.baseline_source == "fresh runs"
+    assert grade("m", "rejected", ["a"], ["b"], base, cut, 2, "fresh runs").baseline_source == "fresh runs"
     assert grade("m", "adopted", ["a"], ["b"], base, {"a": [True, True], "b": [True, True]}, 2).grade == "effective"
 
 

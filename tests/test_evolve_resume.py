@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 # research is off here (its unit makes no call), so its kill point is left out to keep the test short
 # the contracts fail once and are repaired: `contracts_repair` falls between the two events that repair books
 STAGES = ["reference:trial@2", "analysis-finding", "evolve-proposal", "evolve-implementation", "smoke",
-          "contracts_repair", "evaluation:trial@2", "evolve-grade"]
+          "contracts_repair", "evaluation:trial@2", "control:trial@2", "evolve-grade"]  # control: grading runs
 
 
 
