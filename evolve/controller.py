@@ -11,9 +11,7 @@ commit of the harness repository) through
 3. screening: the candidate on the tasks its proposal concerns (r=1); the mechanism must show in the spans;
 4. full evaluation: the development set × r (``validate.evaluate``), optionally stopped early by curtailment;
 5. decision against the baseline: the incumbent's reference runs (``versions/vN/reference``) or a fresh control
-   (completed before anything is decided against it: a ⊥ cell there blocks the round, it never rejects), at the
-   round's family-wise level (``validate.multiplicity``: the night's alpha split over its rounds and the round's
-   candidates).
+   (a ⊥ there blocks the round, never rejects), at the round's family-wise level (``validate.multiplicity``).
 
 Then publication: of the candidates whose decision is *adopt* the one with the highest Pass@1 wins (one
 adoption per round: later candidates were branched from the same incumbent); its held-out split is run
