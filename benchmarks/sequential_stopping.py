@@ -10,9 +10,14 @@ curtailment). Prints from one run:
 2. per policy, the mean trials per decision of the fixed grid and of curtailment (the candidate's evaluation run
    in repetition waves, stopped once no completion can change the decision), their ratio, and how often the
    curtailed decision equals the complete grid's (it must always);
-3. the conclusions these figures support, and only those.
+3. multiplicity: for M = 1, 2, 4 candidates per round and nights of ``--night-rounds`` rounds, the default
+   policy's per-comparison, per-round and per-night false-adoption rates (no candidate better) with every
+   candidate tested at alpha (unadjusted), at alpha / M (the round controlled) and at alpha / (rounds · M) (the
+   project's rule: the night controlled, validate.multiplicity), and the power of one +0.15 candidate at each level;
+4. the conclusions these figures support, and only those.
 
     python benchmarks/sequential_stopping.py [--tasks 20] [--r 4] [--sims 2000] [--seq-sims 100] [--seed 7]
+                                             [--night-rounds 3]
 """
 
 from __future__ import annotations
@@ -22,8 +27,9 @@ import random
 import time
 
 from validate.adoption import DEFAULT_POLICY, decide
-from validate.adoption_sim import adoption_rate
+from validate.adoption_sim import NULL_MODELS, adoption_rate, family_adoption_rate
 from validate.adoption_stats import POLICIES
+from validate.multiplicity import Family
 
 SCENARIOS = (("null, Beta rates", 0.0, "beta"), ("null, all 0.5", 0.0, "half"), ("worse −0.10", -0.10, "beta"),
              ("better +0.10", 0.10, "beta"), ("better +0.15", 0.15, "beta"))
@@ -91,8 +97,38 @@ def curtailment(n_tasks: int, r: int, sims: int, seed: int, alpha: float) -> dic
     return agreement
 
 
-def conclusions(rates: dict[str, dict[str, float]], agreement: dict[str, float], n_tasks: int, r: int) -> None:
-    print("\n## 3. conclusions (from the figures above)")
+SIZES = (1, 2, 4)
+
+
+def multiplicity(n_tasks: int, r: int, sims: int, seed: int, alpha: float, rounds: int) -> dict[str, float]:
+    """Per-round and per-night false adoption of the default policy at M = 1, 2, 4 under three levels; returns
+    the worst per-night rate of the project's rule and the worst per-round rate of the round-only rule."""
+    print(f"\n## 3. multiplicity: {DEFAULT_POLICY}, {n_tasks} tasks × r={r}, {sims} rounds/nights per cell (worse of "
+          f"the two task models), nights of {rounds} rounds, alpha {alpha}")
+    print(f"{'M':>2} {'level':26} {'per candidate':>13} {'per comparison':>15} {'per round':>10} {'per night':>10} "
+          f"{'power +0.15':>12}")
+    worst = {"night rule, per night": 0.0, "round rule, per round": 0.0}
+    for m in SIZES:
+        levels = (("unadjusted (alpha)", alpha), ("round: alpha / M", Family(alpha, 1, 1, m).alpha_candidate),
+                  (f"night: alpha / ({rounds}·M)", Family(alpha, rounds, 1, m).alpha_candidate))
+        for name, level in levels:
+            def worst_of(size: int, nights: int, level: float = level) -> float:
+                return max(family_adoption_rate(DEFAULT_POLICY, n_tasks, r, level, size, nights, sims, seed, model)
+                           for model in NULL_MODELS)
+
+            one, per_round, per_night = worst_of(1, 1), worst_of(m, 1), worst_of(m, rounds)
+            power = adoption_rate(DEFAULT_POLICY, n_tasks, r, level, 0.15, sims, seed + 3)
+            print(f"{m:>2} {name:26} {level:13.4f} {one:15.1%} {per_round:10.1%} {per_night:10.1%} {power:12.1%}")
+            if name.startswith("night"):
+                worst["night rule, per night"] = max(worst["night rule, per night"], per_night)
+            if name.startswith("round"):
+                worst["round rule, per round"] = max(worst["round rule, per round"], per_round)
+    return worst
+
+
+def conclusions(rates: dict[str, dict[str, float]], agreement: dict[str, float], n_tasks: int, r: int,
+                family: dict[str, float]) -> None:
+    print("\n## 4. conclusions (from the figures above)")
     for policy in POLICIES:
         fa = max(rates[policy]["null, Beta rates"], rates[policy]["null, all 0.5"])
         verdict = "within" if fa <= TARGET else "ABOVE"
@@ -108,6 +144,9 @@ def conclusions(rates: dict[str, dict[str, float]], agreement: dict[str, float],
                                            f"; the default {DEFAULT_POLICY} is not it."))
     else:
         print(f"- no policy stays within {TARGET:.0%} false adoption at {n_tasks} tasks × r={r}")
+    for what, rate in family.items():
+        print(f"- {what}: worst measured false adoption over M = {', '.join(map(str, SIZES))} is {rate:.1%} "
+              f"({'within' if rate <= TARGET else 'ABOVE'} the {TARGET:.0%} target)")
 
 
 if __name__ == "__main__":
@@ -118,11 +157,13 @@ if __name__ == "__main__":
     ap.add_argument("--seq-sims", type=int, default=100, help="evaluations per row of the curtailment table")
     ap.add_argument("--alpha", type=float, default=0.05)
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--night-rounds", type=int, default=3, help="rounds per night in the multiplicity table")
     ap.add_argument("--quick", action="store_true", help="CI: 100 grids, 5 evaluations per row (runs, figures rough)")
     a = ap.parse_args()
     a.sims, a.seq_sims = (100, 5) if a.quick else (a.sims, a.seq_sims)
     started = time.monotonic()
     found = complete_grids(a.tasks, a.r, a.sims, a.seed, a.alpha)
     same = curtailment(a.tasks, a.r, a.seq_sims, a.seed, a.alpha)
-    conclusions(found, same, a.tasks, a.r)
+    fam = multiplicity(a.tasks, a.r, a.sims, a.seed, a.alpha, a.night_rounds)
+    conclusions(found, same, a.tasks, a.r, fam)
     print(f"({time.monotonic() - started:.0f} s)")

@@ -64,14 +64,13 @@ def _audit_trials(exp: Experiment, a: Audit) -> None:
             a.infra_attempts += 1
             continue
         a.trials += 1
-        # control grids and arms of one incumbent recur (per round, per setting): their key prefix names the grid
-        grid = e.key.rsplit(":", 2)[0] if e.purpose in ("control", "control_arm") else ""
-        cells[(e.commit[:12], e.purpose, grid, e.task, e.rep)] += 1
+        grid = e.key[: e.key.rfind(f":{e.task}:{e.rep}")]  # the booking prefix: one grid (control: per round)
+        cells[(e.commit[:12], e.purpose, e.task, e.rep, grid)] += 1
         if not (tdir / "result.json").is_file():
             a.problems.append(f"trial {e.key}: booked, but {tdir} has no result.json")
     for cell, n in cells.items():
         if n > 1:
-            a.problems.append(f"trial {'/'.join(str(x) for x in cell if x != '')} finished {n} times")
+            a.problems.append(f"trial {'/'.join(map(str, cell[:4]))} finished {n} times (grid {cell[4]})")
     jobs = set()
     for tdir in trial_folders(exp):
         rel = tdir.relative_to(exp.root)

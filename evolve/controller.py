@@ -10,7 +10,8 @@ commit of the harness repository) through
    repair hook; a repaired worktree is committed and smoke-checked again;
 3. screening: the candidate on the tasks its proposal concerns (r=1); the mechanism must show in the spans;
 4. full evaluation: the development set × r (``validate.evaluate``), optionally stopped early by curtailment;
-5. decision against the baseline: the incumbent's reference runs (``versions/vN/reference``) or a fresh control.
+5. decision against the baseline: the incumbent's reference runs (``versions/vN/reference``) or a fresh control
+   (a ⊥ there blocks the round, never rejects), at the round's family-wise level (``validate.multiplicity``).
 
 Then publication: of the candidates whose decision is *adopt* the one with the highest Pass@1 wins (one
 adoption per round: later candidates were branched from the same incumbent); its held-out split is run
@@ -50,7 +51,7 @@ from trials.agents import harness_agent
 from trials.job import load_job
 from trials.metrics import compare
 from trials.runner import EnvFactory
-from validate.adoption import decide
+from validate.adoption import Family, decide
 from validate.evaluate import (
     GridOutcome,
     GridPlan,
@@ -100,6 +101,7 @@ class Controller(CandidateCreation, CheckStages, ControlArmStage):
         self.infra_limit = infra_limit  # ⊥ attempts of one candidate cell before it counts as the candidate's failure
         self._dev: list[str] | None = None
         self.baseline_dir: Path | None = None  # the incumbent's grid this round is decided against
+        self.family_size = 1  # candidates that entered the round: each is tested at the family's level
 
     # -- tasks and folders ---------------------------------------------------------------------------------
     @property
@@ -186,6 +188,11 @@ class Controller(CandidateCreation, CheckStages, ControlArmStage):
             "version": tag, "commit": commit, "parent": parent, "reference": "reference",
             "heldout": "heldout" if (vdir / "heldout").is_dir() else None, **extra})
 
+    def family(self, round_no: int) -> Family:
+        """The round's family (validate.multiplicity): the level each of its candidates is tested at."""
+        ad = self.cfg.adoption
+        return Family(ad.alpha, ad.night_rounds, round_no, self.family_size)
+
     # -- one round ------------------------------------------------------------------------------------------
     async def round(self, round_no: int, candidates: list[CandidateInput], resume: bool = True) -> RoundReport:
         rkey = f"r{round_no:02d}"
@@ -212,8 +219,14 @@ class Controller(CandidateCreation, CheckStages, ControlArmStage):
         baseline_dir = await self.ensure_reference(incumbent) if self.cfg.adoption.baseline == "reference" else None
         if not started:
             self.led.append(RoundStart(key=f"{rkey}:start", round=round_no, incumbent=incumbent))
+        # fixed before any evaluation, the same on resume: every candidate that entered the round counts
+        self.family_size = max(len(candidates), len(self.led.find("candidate_created", round=round_no)))
         if baseline_dir is None:
-            baseline_dir = await self.control(round_no, incumbent)
+            try:
+                baseline_dir = await self.control(round_no, incumbent)
+            except Stop as stop:  # ⊥ in the control grid: no decision until a resume completes it
+                return RoundReport(round_no, incumbent, [CandidateReport(c.slug, status=stop.status,
+                                                                         reason=stop.reason) for c in candidates])
         baseline, _ = grid_of_job(baseline_dir)
         self.baseline_dir = baseline_dir  # screening tells the mechanism's own spans from the incumbent's
         reports = []
@@ -236,6 +249,9 @@ class Controller(CandidateCreation, CheckStages, ControlArmStage):
         job = self.exp.root / "rounds" / f"r{round_no:02d}" / "control"
         out = await self.grid(self.plan("control", self.version_dir(incumbent), self.dev_tasks(), self.cfg.r, job),
                               commit, prefix)
+        if not out.complete:  # an infrastructure fault is no evidence against any candidate: complete it first
+            raise Stop("blocked", f"the control grid of round {round_no} is incomplete ({missing_cells(out)}): no "
+                       "candidate is decided against it; rerun with --resume")
         self._evaluation_event(prefix, commit, out, "control")
         return job
 
@@ -256,7 +272,7 @@ class Controller(CandidateCreation, CheckStages, ControlArmStage):
         await self.run_screening(round_no, cand, commit, wt, incumbent, baseline)
         out = await self.evaluate(round_no, cand.slug, commit, wt, baseline)
         d = decide(out.grid, baseline, self.dev_tasks(), self.cfg.r, self.cfg.adoption.policy,
-                   self.cfg.adoption.alpha, curtail=self.cfg.adoption.sequential, power_gain=self.cfg.adoption.gain)
+                   curtail=self.cfg.adoption.sequential, family=self.family(round_no), power_gain=self.cfg.adoption.gain)
         arm = None
         if d.decided and self.cfg.adoption.control == "midharness":  # the compute-matched control arm
             d, arm = await self.control_arm(round_no, incumbent, out, d)
@@ -287,7 +303,8 @@ class Controller(CandidateCreation, CheckStages, ControlArmStage):
     # -- stage 4: evaluation ---------------------------------------------------------------------------------
     async def evaluate(self, round_no: int, slug: str, commit: str, wt: Path, baseline: dict) -> GridOutcome:
         dev, r, ad = self.dev_tasks(), self.cfg.r, self.cfg.adoption
-        stop = stop_when_decided(baseline, dev, r, ad.policy, ad.alpha) if ad.sequential else None
+        level = self.family(round_no).alpha_candidate  # curtailment decides at the level the decision uses
+        stop = stop_when_decided(baseline, dev, r, ad.policy, level) if ad.sequential else None
         job = self.exp.root / "rounds" / f"r{round_no:02d}" / slug / "evaluation"
         plan = self.plan("evaluation", wt, dev, r, job)
         if self.led.done(f"{commit}:evaluation"):  # finished before: read it back, run nothing

@@ -42,6 +42,7 @@ from .evolve_budget import BudgetStop, LoopBudget
 from .evolve_options import BackendFactory, EvolveOptions, EvolveReport, default_backends
 from .evolve_show import write_round_summary
 from .grading import grade
+from .grading_runs import grading_baseline
 from .ledger import (
     EvolveStop,
     GradeEvent,
@@ -204,9 +205,17 @@ class Evolution:
         report = self._controller(ctl.round(n, cands, resume=True))
         if report.blocked:
             return None, "blocked: some cells are ⊥; rerun with --resume", "resume"
-        baseline = ctl.baseline_dir or corpus
-        for c in report.candidates:
-            self._grade_unit(n, c, self.specs.get(f"{rkey}-{c.slug}"), baseline)
+        todo = [(c, self.specs.get(f"{rkey}-{c.slug}") or ProposalSpec()) for c in report.candidates
+                if c.status in ("adopted", "rejected") and c.commit and not self.led.done(f"{c.commit}:grade")]
+        base: tuple[dict, str] = ({}, "")
+        if any(self.led.find("evaluation", key=f"{c.commit}:evaluation") for c, _ in todo):
+            # graded against runs that did not choose the tasks (evolve.grading_runs), not the corpus
+            self.budget.check(self.exp, f"round {n}: the grading baseline")
+            ctl.led = self.exp.ledger
+            named = {t for _, spec in todo for t in (*spec.predicted_fixes, *spec.tasks_at_risk)}
+            base = self._controller(grading_baseline(ctl, n, incumbent, named, ctl.baseline_dir or corpus))
+        for c, spec in todo:
+            self._grade_unit(n, c, spec, *base)
         reason = "" if report.adopted else "; ".join(f"{c.slug}: {c.reason}" for c in report.candidates)
         return self._end(n, report.adopted, reason)
 
@@ -370,17 +379,14 @@ class Evolution:
                                          role_call=call_info(res)), "evolve-implementation")
         return branch if status == "done" else None
 
-    def _grade_unit(self, n: int, c: Any, spec: ProposalSpec | None, baseline: Path) -> None:
-        if c.status not in ("adopted", "rejected") or not c.commit or self.led.done(f"{c.commit}:grade"):
-            return
-        spec = spec or ProposalSpec()
+    def _grade_unit(self, n: int, c: Any, spec: ProposalSpec, baseline: dict, source: str) -> None:
         ev = self.led.find("evaluation", key=f"{c.commit}:evaluation")
         if not ev:
             data = {"slug": c.slug, "status": c.status, "grade": "not evaluated", "reason": c.reason,
                     "line": f"{c.slug} ({c.status}) before evaluation: {c.reason[:300]}"}
         else:
-            g = grade(c.slug, c.status, spec.predicted_fixes, spec.tasks_at_risk, grid_of_job(baseline)[0],
-                      grid_of_job(self.exp.root / ev[0].job_dir)[0])
+            g = grade(c.slug, c.status, spec.predicted_fixes, spec.tasks_at_risk, baseline,
+                      grid_of_job(self.exp.root / ev[0].job_dir)[0], self.exp.config.r, source)
             data = {**g.model_dump(mode="json"), "line": g.line(), "mechanism": spec.mechanism}
         self._append(GradeEvent(key=f"{c.commit}:grade", round=n, slug=c.slug, commit=c.commit, grade=data),
                      "evolve-grade")

@@ -53,7 +53,10 @@ class AdoptionPolicy(BaseModel):
     model_config = ConfigDict(extra="forbid")
     policy: Literal["paper", "paired", "stratified"] = Field(
         default="stratified", description="stratified (exact test, the default), paired (sign test) or paper")
-    alpha: float = Field(default=0.05, gt=0, lt=1)
+    alpha: float = Field(default=0.05, gt=0, lt=1, description="family-wise false-adoption level of one night: "
+                         "split over its rounds, then over each round's candidates (docs/statistics.md)")
+    night_rounds: int = Field(default=3, ge=1, description="rounds one night's alpha is split over (rounds 1..N "
+                              "are night 1, N+1..2N night 2, ...): each round is tested at alpha / night_rounds")
     baseline: Literal["reference", "control"] = "reference"
     sequential: bool = Field(default=False, description="stop an evaluation once its outcome is decided")
     control: Literal["none", "midharness"] = Field(

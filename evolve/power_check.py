@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from trials.errors import RiseError
+from validate.multiplicity import Family
 from validate.power import DEFAULT_PRIOR, Baseline, GridPower, grid_power
 
 from .store import Experiment
@@ -52,8 +53,9 @@ def prior_source(prior: dict[str, float], tasks: list[str]) -> str:
     return f"prior: [adoption] prior {' '.join(f'{t}={prior[t]:.3g}' for t in named)}{rest}"
 
 
-def experiment_power(exp: Experiment) -> GridPower:
-    """The power account of ``exp``'s grid as it stands (see the module docstring)."""
+def experiment_power(exp: Experiment, candidates: int = 1) -> GridPower:
+    """The power account of ``exp``'s grid as it stands (see the module docstring), at the level each of a round's
+    ``candidates`` is tested at: the night's ``alpha`` split over its rounds and candidates (validate.multiplicity)."""
     cfg, ad = exp.config, exp.config.adoption
     tasks = development_tasks(exp)
     ref = _reference(exp, tasks)
@@ -69,14 +71,15 @@ def experiment_power(exp: Experiment) -> GridPower:
     else:
         base = Baseline(tuple(ad.prior.get(t, DEFAULT_PRIOR) for t in tasks))
         source = prior_source(ad.prior, tasks)
-    return grid_power(tasks, cfg.r, ad.policy, ad.alpha, base, source, ad.gain)
+    level = Family(ad.alpha, ad.night_rounds, 1, candidates).alpha_candidate
+    return grid_power(tasks, cfg.r, ad.policy, level, base, source, ad.gain)
 
 
-def preflight(exp: Experiment, say: Callable[[str], None], force: bool) -> Callable[[], None]:
+def preflight(exp: Experiment, say: Callable[[str], None], force: bool, candidates: int = 1) -> Callable[[], None]:
     """The check ``rise evolve`` runs before its first round: print the power line, and refuse (unless
     ``force``) a grid on which a perfect candidate cannot be adopted."""
     def check() -> None:
-        account = experiment_power(exp)
+        account = experiment_power(exp, candidates)
         say(account.line())
         if not account.adoptable:
             if force:

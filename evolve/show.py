@@ -25,6 +25,7 @@ from trials.harness_api import CostLedger
 from trials.metrics import Comparison, Grid, GridMetrics, compare, compute_metrics, grid_from_results
 from trials.results import TrialResult
 from validate.adoption_sim import policy_note
+from validate.multiplicity import family_note
 
 from .store import Experiment
 
@@ -272,7 +273,8 @@ def decision_policy(exp: Experiment, decision: dict[str, Any], evaluation: GridR
     policy at the evaluation grid's size), and its power at that grid (recorded since validate.power)."""
     ad, cfg = exp.config.adoption, exp.config
     n_tasks = len(evaluation.grid) if evaluation is not None else len(cfg.tasks.development)
-    note = policy_note(decision, ad.policy, ad.alpha, n_tasks, evaluation.r if evaluation is not None else cfg.r)
+    note = (policy_note(decision, ad.policy, ad.alpha, n_tasks, evaluation.r if evaluation is not None else cfg.r)
+            + family_note(decision, decision.get("policy") or ad.policy))
     return note if decision.get("power") is not None else note + "; power not recorded (the record predates it)"
 
 

@@ -69,6 +69,12 @@ def test_two_rounds_harmful_rejected_then_verification_adopted_and_graded(tmp_pa
     (g2,) = led.find("grade", round=2)
     assert g2.grade["grade"] == "effective" and g2.grade["fixes"][0]["verdict"] == "fixed"
     assert g2.grade["at_risk"][0] == {"task": "hello-file", "baseline": 1.0, "candidate": 1.0, "verdict": "held"}
+    # issue 30 item 2: graded against fresh runs of the incumbent on the named tasks, not the corpus that chose
+    # them; each of those trials booked once per round
+    assert g2.grade["baseline_source"].startswith("fresh runs of v0 on the named tasks (rounds/r02/grading-baseline")
+    v0 = exp.commit_of("v0")
+    assert sorted(e.key for e in led.find("trial_done", purpose="control") if e.key.startswith(f"{v0}:grading:r02")) \
+        == [f"{v0}:grading:r02:{t}:{k}" for t in ("hello-file", "write-json") for k in (1, 2)]
 
     # the implementer worked through the real tools: edits, a sandboxed run and check() (smoke + contracts)
     used = [name for name, _ in roles.tool_results]

@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 # research is off here (its unit makes no call), so its kill point is left out to keep the test short
 # the contracts fail once and are repaired: `contracts_repair` falls between the two events that repair books
 STAGES = ["reference:trial@2", "analysis-finding", "evolve-proposal", "evolve-implementation", "smoke",
-          "contracts_repair", "evaluation:trial@2", "evolve-grade"]
+          "contracts_repair", "evaluation:trial@2", "control:trial@2", "evolve-grade"]  # control: grading runs
 
 
 
@@ -56,11 +56,13 @@ def test_kill_at_each_stage_then_resume_repeats_no_role_call_or_trial(tmp_path, 
     assert repaired.passed and repaired.details["repairs"] == 1 and repaired.attempt == first.attempt + 1
     ends = _ends(exp.root)
     assert len(ends) == len(logged) and all(r["status"] == "ok" for r in ends)
-    # every trial ran once: 4 reference, 1 screening, 4 evaluation; one trial folder each
+    # every trial ran once: 4 reference, 1 screening, 4 evaluation, 4 fresh incumbent runs the grade is graded
+    # against (the predicted fix and the task at risk × r); one trial folder each
     done = led.find("trial_done")
-    assert len(done) == 9 and all(e.status != "infra" for e in done)
+    assert len(done) == 13 and all(e.status != "infra" for e in done)
+    assert len([e for e in done if ":grading:r01:" in e.key]) == 4
     folders = [p for p in exp.root.rglob("result.json") if "checks" not in p.parts and "worktrees" not in p.parts]
-    assert len({p.resolve() for p in folders}) == 9
+    assert len({p.resolve() for p in folders}) == 13
     (adoption,) = led.find("adoption")
     (grade,) = led.find("grade")
     assert adoption.version == "v1" and grade.grade["grade"] == "effective"

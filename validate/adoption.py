@@ -2,7 +2,9 @@
 
 Grids are ``{task: [outcome per repetition]}`` with outcome ``True`` (pass), ``False`` (fail) or ``None`` (⊥, an
 infrastructure failure); a list shorter than r means the remaining repetitions have not run yet. A decision needs
-a *complete* grid: a ⊥ cell always blocks adoption (rerun it), and the reason names the cells.
+a *complete* grid: a ⊥ cell always blocks adoption (rerun it), and the reason names the cells. An incomplete
+*baseline* blocks the decision too (``decided`` False: complete it first): an infrastructure fault is evidence
+about neither side, so it never decides.
 
 Policies (``validate.adoption_stats`` has the statistics, ``validate.adoption_sim`` measures them):
 - ``stratified`` (the default): an exact one-sided conditional test stratified by task, tasks weighted by the
@@ -13,7 +15,9 @@ Policies (``validate.adoption_stats`` has the statistics, ``validate.adoption_si
   dropped) at level ``alpha``; adopt when p < alpha and the aggregate Pass@1 is above the baseline's.
 
 Every decision states its policy and that policy's measured false-adoption rate at the grid's size
-(:func:`validate.adoption_sim.false_adoption_rate`), in its fields and at the end of its reason.
+(:func:`validate.adoption_sim.false_adoption_rate`), in its fields and at the end of its reason. A comparison that
+is one of a family (a round's M candidates, a night's rounds: ``validate.multiplicity``) is tested at the family's
+per-candidate level and records the measured per-round and per-night rates as well.
 
 Sequential early stopping (``curtail``): the evaluation may stop as soon as the remaining cells cannot change the
 decision of the complete grid (deterministic curtailment: the two extreme completions for ``paper`` and
@@ -36,11 +40,12 @@ from .adoption_stats import (
     sign_test_p,
     stratified_p_range,
 )
+from .multiplicity import Family, family_note, family_rates, single
 from .power import decision_power
 
 Grid = dict[str, list[bool | None]]
-__all__ = ["DEFAULT_POLICY", "POLICIES", "Decision", "Grid", "Policy", "decide", "missing_cells", "pass_at_1",
-           "sign_test_p", "stable_pass_regressions"]
+__all__ = ["DEFAULT_POLICY", "POLICIES", "Decision", "Family", "Grid", "Policy", "decide", "missing_cells",
+           "pass_at_1", "sign_test_p", "stable_pass_regressions"]
 
 
 @dataclass
@@ -64,6 +69,14 @@ class Decision:
     power_gain: float | None = None
     detectable_gain: float | None = None  # smallest gain adopted with power 0.8 (None: none, or not computed)
     power_basis: str = ""
+    # the family this comparison belongs to (validate.multiplicity); a lone comparison is a family of one
+    family_size: int = 1  # candidates of the round, each tested at alpha
+    night_rounds: int = 1  # rounds sharing the night's budget
+    night: int = 1
+    alpha_round: float | None = None
+    alpha_night: float | None = None
+    false_adoption_round: float | None = None  # measured: a round of family_size no-better candidates adopts one
+    false_adoption_night: float | None = None  # measured: a night of night_rounds such rounds adopts one
 
 
 def _cells(grid: Grid) -> list[bool | None]:
@@ -137,16 +150,21 @@ def _curtailed(candidate: Grid, baseline: Grid, tasks: list[str], r: int, policy
 
 
 def decide(candidate: Grid, baseline: Grid, tasks: list[str], r: int, policy: Policy = DEFAULT_POLICY,
-           alpha: float = 0.05, curtail: bool = False, power_gain: float | None = None) -> Decision:
+           alpha: float = 0.05, curtail: bool = False, family: Family | None = None,
+           power_gain: float | None = None) -> Decision:
     """Decide adoption from a candidate grid against a complete baseline grid.
 
     With ``curtail=True`` an incomplete candidate grid may already be decided when every completion of the
     cells not yet run reaches the same decision (see the module docstring). Otherwise an incomplete grid never
-    adopts. The decision carries its policy and the policy's measured false-adoption rate at this grid size;
-    with ``power_gain`` a decided one also carries its power at that gain against this baseline
-    (:func:`validate.power.decision_power`).
+    adopts. The decision carries its policy and the policy's measured false-adoption rate at this grid size.
+    ``family``: the round and night this comparison belongs to; its per-candidate level replaces ``alpha`` and
+    the measured per-round and per-night rates are recorded (``validate.multiplicity``).
+    With ``power_gain`` a decided one also carries its power at that gain against this baseline, at the
+    per-candidate level (:func:`validate.power.decision_power`).
     """
     check_policy(policy)
+    if family is not None:
+        alpha = family.alpha_candidate
     d = _decide(candidate, baseline, tasks, r, policy, alpha, curtail)
     d.policy, d.alpha, d.n_tasks, d.r = policy, (None if policy == "paper" else alpha), len(tasks), r
     d.false_adoption = false_adoption_rate(policy, len(tasks), r, alpha)
@@ -155,18 +173,23 @@ def decide(candidate: Grid, baseline: Grid, tasks: list[str], r: int, policy: Po
         b, nb = _counts(baseline, tasks)
         d.power, d.detectable_gain, d.power_basis = decision_power(policy, alpha, r, tuple(b), tuple(nb), power_gain)
         d.power_gain = power_gain
+    fam = family or single(alpha)
+    for k, v in fam.record().items():
+        setattr(d, k, v)
     if d.decided:
-        d.reason += f" [{policy_note(asdict(d), policy, alpha, len(tasks), r)}]"
+        d.false_adoption_round, d.false_adoption_night = family_rates(policy, len(tasks), r, alpha, fam.size,
+                                                                      fam.night_rounds)
+        d.reason += f" [{policy_note(asdict(d), policy, alpha, len(tasks), r)}{family_note(asdict(d), policy)}]"
     return d
 
 
 def _decide(candidate: Grid, baseline: Grid, tasks: list[str], r: int, policy: str, alpha: float,
             curtail: bool) -> Decision:
     base_missing = missing_cells(baseline, tasks, r)
-    if base_missing:
-        return Decision(False, True, f"baseline grid incomplete: {len(base_missing)} cells ⊥/missing "
-                        f"({', '.join(base_missing[:5])}{'…' if len(base_missing) > 5 else ''})",
-                        missing=base_missing)
+    if base_missing:  # not evidence against the candidate: blocked until the baseline is completed
+        return Decision(False, False, f"cannot decide: the baseline grid is incomplete, {len(base_missing)} cells "
+                        f"⊥/missing ({', '.join(base_missing[:5])}{'…' if len(base_missing) > 5 else ''}); "
+                        "complete it (rerun its ⊥ cells) with --resume", missing=base_missing)
     regressions = stable_pass_regressions(candidate, baseline)
     b1 = pass_at_1(baseline)
     infra = missing_cells(candidate, tasks, r, infra=True)

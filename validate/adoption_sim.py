@@ -28,15 +28,19 @@ RATE_SEED = 20260
 MODEL_TEXT = {"beta": "task pass rates ~ Beta(0.7, 0.7)", "half": "every task's pass rate 0.5"}
 
 
+def draw_rates(n_tasks: int, sims: int, rng: np.random.Generator, model: TaskModel = "beta") -> np.ndarray:
+    """``sims`` × ``n_tasks`` true baseline pass rates under the task model."""
+    if model == "beta":
+        return rng.beta(0.7, 0.7, size=(sims, n_tasks))
+    if model == "half":
+        return np.full((sims, n_tasks), 0.5)
+    raise ValueError(f"unknown task model {model!r} ({', '.join(NULL_MODELS)})")
+
+
 def draw_counts(n_tasks: int, r: int, delta: float, sims: int, rng: np.random.Generator,
                 model: TaskModel = "beta") -> tuple[np.ndarray, np.ndarray]:
     """``sims`` × ``n_tasks`` candidate and baseline pass counts out of r runs each."""
-    if model == "beta":
-        p_base = rng.beta(0.7, 0.7, size=(sims, n_tasks))
-    elif model == "half":
-        p_base = np.full((sims, n_tasks), 0.5)
-    else:
-        raise ValueError(f"unknown task model {model!r} ({', '.join(NULL_MODELS)})")
+    p_base = draw_rates(n_tasks, sims, rng, model)
     p_cand = np.clip(p_base + delta, 0.0, 1.0)
     return rng.binomial(r, p_cand), rng.binomial(r, p_base)
 
@@ -49,6 +53,27 @@ def adoption_rate(policy: str, n_tasks: int, r: int, alpha: float, delta: float,
         raise ValueError(f"adoption_rate: need n_tasks, r and sims >= 1 (got {n_tasks}, {r}, {sims})")
     cand, base = draw_counts(n_tasks, r, delta, sims, np.random.default_rng(seed), model)
     adopted, _p = decide_many(cand, [r] * n_tasks, base, [r] * n_tasks, policy, alpha)
+    return float(adopted.mean())
+
+
+def family_adoption_rate(policy: str, n_tasks: int, r: int, alpha: float, size: int, rounds: int, sims: int,
+                         seed: int, model: TaskModel = "beta") -> float:
+    """The share of ``sims`` simulated nights of ``rounds`` rounds in which some candidate is adopted, when every
+    round tests ``size`` no-better candidates at ``alpha`` against one baseline grid (as a round does: they share
+    the incumbent's grid). Each round draws its own tasks and baseline (independent rounds: the union bound is
+    tightest there; rounds sharing a reference corpus are positively correlated and adopt less often)."""
+    check_policy(policy)
+    if n_tasks < 1 or r < 1 or sims < 1 or size < 1 or rounds < 1:
+        raise ValueError(f"family_adoption_rate: need n_tasks, r, sims, size and rounds >= 1 (got {n_tasks}, {r}, "
+                         f"{sims}, {size}, {rounds})")
+    rng = np.random.default_rng(seed)
+    runs = [r] * n_tasks
+    adopted = np.zeros(sims, dtype=bool)
+    for _ in range(rounds):
+        p_base = draw_rates(n_tasks, sims, rng, model)
+        base = rng.binomial(r, p_base)
+        for _ in range(size):
+            adopted |= decide_many(rng.binomial(r, p_base), runs, base, runs, policy, alpha)[0]
     return float(adopted.mean())
 
 

@@ -133,7 +133,7 @@ def evolve_cmd(
                              external_research=not no_external_research,
                              harness_evidence=not no_harness_evidence, max_usd=max_usd, max_tokens=max_tokens,
                              max_hours=max_hours, max_pairs=max_pairs)
-        check = preflight(exp, lambda s: _out.print(s, markup=False, soft_wrap=True), force)
+        check = preflight(exp, lambda s: _out.print(s, markup=False, soft_wrap=True), force, candidates)
         report = Evolution(exp, opts, progress=progress, say=lambda s: _out.print(s, markup=False),
                            preflight=check).run()
     except PowerRefusal as exc:
