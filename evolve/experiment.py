@@ -70,6 +70,8 @@ class AdoptionPolicy(BaseModel):
     control_max_n: int = Field(default=16, ge=1, le=64, description="most samples per step the arm may use")
     control_attempts: int = Field(default=3, ge=1, le=5, description="arm grids to run when one misses the "
                                   "candidate's tokens per trial by more than 10 %")
+    grading_r: int | None = Field(default=None, ge=1, description="fresh runs per named task that predictions are "
+                                  "graded against (evolve.grading_runs); default r")
     gain: float = Field(default=0.15, gt=0, le=1, description="the per-task pass-rate gain the grid should find: "
                         "power is stated at it (validate.power)")
     prior: dict[str, float] = Field(default_factory=dict, description="expected pass rate per development task "

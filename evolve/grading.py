@@ -75,8 +75,10 @@ def _pass1(grid: Grid) -> float | None:
 
 def _delta(task: str, baseline: Grid, candidate: Grid, r: int, *, at_risk: bool) -> TaskDelta:
     b, c = _rate(baseline.get(task)), _rate(candidate.get(task))
-    if task in baseline and task in candidate and min(len(baseline[task]), len(candidate[task])) < r:
-        verdict = "incomplete"  # cells not run (a curtailed grid): its pass rate says nothing yet
+    if task in baseline and task in candidate and len(candidate[task]) < r:
+        # the candidate's cells not run (a curtailed grid): its pass rate says nothing yet; the baseline may hold
+        # fewer runs by design ([adoption] grading_r)
+        verdict = "incomplete"
     elif b is None or c is None:  # not a task of the grids, or every run ⊥
         verdict = "unknown"
     elif at_risk:

@@ -5,11 +5,11 @@ corpus, so that corpus is biased on exactly those tasks (``evolve.grading``). Th
 
 - with ``[adoption] baseline = "control"``: the round's control grid, run after the tasks were chosen (fresh);
 - with ``baseline = "reference"``: fresh runs of the incumbent on the tasks the round's candidates name (predicted
-  fixes and tasks at risk) × r, in ``rounds/rNN/grading-baseline``, each trial a keyed ``TrialDone``
+  fixes and tasks at risk) × ``[adoption] grading_r`` (default r), in ``rounds/rNN/grading-baseline``, each trial a keyed ``TrialDone``
   (``<incumbent commit>:grading:rNN:<task>:<rep>``, purpose ``control``), so a resume runs none twice; the other
   tasks (where unexplained regressions are looked for: nobody chose them) keep the reference corpus.
 
-These trials cost r runs per named task per round; they are booked, counted by the trial budget, and decide
+These trials cost grading_r runs per named task per round; they are booked, counted by the trial budget, and decide
 nothing.
 """
 
@@ -37,7 +37,8 @@ async def grading_baseline(ctl: Controller, round_no: int, incumbent: str, named
         return base, f"the reference corpus ({_rel(ctl, decision_baseline)}); no task was named"
     commit = ctl.exp.commit_of(incumbent)
     job = ctl.exp.root / "rounds" / f"r{round_no:02d}" / "grading-baseline"
-    out = await ctl.grid(ctl.plan("control", ctl.version_dir(incumbent), tasks, ctl.cfg.r, job), commit,
+    runs = ctl.cfg.adoption.grading_r or ctl.cfg.r
+    out = await ctl.grid(ctl.plan("control", ctl.version_dir(incumbent), tasks, runs, job), commit,
                          f"{commit}:grading:r{round_no:02d}")
     source = (f"fresh runs of {incumbent} on the named tasks ({_rel(ctl, job)}: {', '.join(tasks)}); other "
               "tasks: the reference corpus")

@@ -50,3 +50,14 @@ def test_infra_cells_count_as_neither_pass_nor_fail():
     assert g.fixes[0].baseline == 0.0 and g.fixes[0].candidate == 1.0 and g.fixes[0].verdict == "fixed"
     g = grade("m", "adopted", ["a"], [], {"a": [None, None]}, {"a": [True, True]})
     assert g.fixes[0].verdict == "unknown"
+
+
+def test_a_grading_baseline_with_fewer_runs_than_r_still_grades():
+    # [adoption] grading_r: 2 fresh incumbent runs of a named task against a complete candidate grid at r = 4
+    fresh = {"a": [False, True], "c": [True, True]}
+    cand = {"a": [True, True, True, True], "c": [True, True, True, True]}
+    g = grade("m", "adopted", ["a"], ["c"], fresh, cand, r=4)
+    assert g.fixes[0].verdict == "fixed" and g.at_risk[0].verdict == "held" and g.grade == "effective"
+    # a candidate short of r runs is still incomplete, whatever the baseline holds
+    g = grade("m", "rejected", ["a"], [], fresh, {"a": [True, True, True]}, r=4)
+    assert g.fixes[0].verdict == "incomplete" and g.grade == "incomplete"
