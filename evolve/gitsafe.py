@@ -101,11 +101,27 @@ def open_worktree(worktree: Path, common_dir: Path) -> git.Repo:
     return _harden(git.Repo(worktree), gitdir, worktree)
 
 
+def nested_repositories(work_tree: Path) -> list[str]:
+    """Folders below ``work_tree`` that hold a ``.git`` of their own (a repository planted in a worktree), as
+    paths relative to it; their content is not looked into."""
+    found: list[str] = []
+    for folder, dirs, files in os.walk(work_tree):
+        here = Path(folder)
+        if here != work_tree and (".git" in dirs or ".git" in files):
+            found.append(here.relative_to(work_tree).as_posix())
+            dirs.clear()
+        elif ".git" in dirs:
+            dirs.remove(".git")
+    return sorted(found)
+
+
 def commit_all(repo: git.Repo, message: str) -> str:
-    """Stage everything in ``repo``'s work tree and commit it, message verbatim, no hook (``--no-verify`` as well
-    as :data:`FORCED`: GitPython's own ``index.commit`` runs hooks itself); returns HEAD (unchanged when nothing
-    changed)."""
-    repo.git.add("-A")
-    if repo.is_dirty(index=True, untracked_files=True):
+    """Stage everything in ``repo``'s work tree but nested repositories and commit it, message verbatim, no hook
+    (``--no-verify`` as well as :data:`FORCED`: GitPython's own ``index.commit`` runs hooks itself); returns HEAD
+    (unchanged when nothing changed). A nested repository is left out (untracked): as a gitlink it is nothing a
+    harness can run, and one without a commit makes ``git add`` fail."""
+    work_tree = Path(str(repo.working_tree_dir))
+    repo.git.add("-A", "--", ".", *(f":(exclude,literal){p}" for p in nested_repositories(work_tree)))
+    if repo.is_dirty(index=True, working_tree=False):  # staged: all but what was left out
         repo.git.commit("--quiet", "--no-verify", "--cleanup=verbatim", "-m", message)
     return repo.head.commit.hexsha
