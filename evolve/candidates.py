@@ -85,13 +85,13 @@ class CandidateCreation:
         is_patch = source.is_file()
         base = self.exp.commit_of(incumbent) if is_patch else self.branch_base(incumbent, cand)
         branch, wt = self.exp.create_candidate(round_no, cand.slug, base=base)
-        repo = git.Repo(wt)
+        repo = self.exp.worktree_repo(wt)
         head = repo.head.commit
         ours = head.hexsha != base and head.message.startswith(COMMIT_MARK)
         if is_patch and not ours:
             if head.hexsha != base or repo.is_dirty(untracked_files=True):  # a half-made candidate of a kill
                 repo.git.reset("--hard", base)
-                repo.git.clean("-fdx")
+                repo.git.clean("-ffdx")  # -ff: a nested repository planted in the worktree goes too
             repo.git.apply(f"-p{patch_strip(source)}", "--whitespace=nowarn", str(source.resolve()))
         enabled = self.enable_switches(wt, self.version_dir(incumbent))
         commit = self.exp.commit_worktree(wt, f"{COMMIT_MARK} {cand.slug} (round {round_no}) from {source.name}")
@@ -122,7 +122,7 @@ class CandidateCreation:
         """Refuse a patch that does not apply to the incumbent (``git apply --check``), naming the hunks."""
         source = Path(cand.source)
         try:
-            git.Repo(self.version_dir(incumbent)).git.apply("--check", f"-p{patch_strip(source)}",
+            self.exp.worktree_repo(self.version_dir(incumbent)).git.apply("--check", f"-p{patch_strip(source)}",
                                                             str(source.resolve()))
         except git.GitCommandError as exc:
             raise ControllerError(f"candidate {cand.slug}: {source} does not apply to the incumbent {incumbent}: "

@@ -4,7 +4,8 @@ The harness repository (``runs/<name>/harness/``) *is* the harness package: its 
 ``harness_seed/`` (relative imports only, so it runs unchanged as ``harness``), the Handbook, settings, recording
 config and contracts. Tag ``vN`` is adopted version N; a candidate lives on branch ``cand/rNN-x`` and is checked
 out as a worktree at ``runs/<name>/worktrees/rNN-x/harness`` (the last path part stays ``harness`` so the package
-imports under the same name). All git work goes through GitPython.
+imports under the same name). All git work goes through GitPython, hardened by :mod:`evolve.gitsafe`: a worktree's
+``.git`` is verified first, and no hook, fsmonitor or worktree-supplied config runs.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 import git
 
 from .experiment import ExperimentConfig
+from .gitsafe import UnsafeRepository, commit_all, open_repo, open_worktree
 from .ledger import Ledger
 
 SEED_DIR = Path(__file__).resolve().parent.parent / "harness_seed"
@@ -53,7 +55,19 @@ class Experiment:
 
     @property
     def repo(self) -> git.Repo:
-        return git.Repo(self.harness_dir)
+        """The harness repository, every git command hardened (:func:`evolve.gitsafe.open_repo`)."""
+        try:
+            return open_repo(self.harness_dir)
+        except UnsafeRepository as exc:
+            raise StoreError(str(exc)) from None
+
+    def worktree_repo(self, path: Path) -> git.Repo:
+        """A worktree of the harness repository (a candidate's or a version's), its ``.git`` verified to point
+        where the store made it and every git command hardened; :class:`StoreError` otherwise."""
+        try:
+            return open_worktree(path, self.harness_dir / ".git")
+        except UnsafeRepository as exc:
+            raise StoreError(str(exc)) from None
 
     def versions(self) -> list[str]:
         """Adopted versions, oldest first (v0, v1, ...)."""
@@ -79,12 +93,9 @@ class Experiment:
         return branch, path
 
     def commit_worktree(self, path: Path, message: str) -> str:
-        """Commit everything in a candidate worktree; returns the commit."""
-        wt = git.Repo(path)
-        wt.git.add("-A")
-        if wt.is_dirty(index=True, untracked_files=True):
-            wt.index.commit(message)
-        return wt.head.commit.hexsha
+        """Commit everything in a candidate worktree; returns the commit. The worktree's ``.git`` is verified first
+        and no hook, fsmonitor or worktree-supplied config runs (:mod:`evolve.gitsafe`)."""
+        return commit_all(self.worktree_repo(path), message)
 
     def tag_version(self, commit: str, message: str) -> str:
         """Publish ``commit`` as the next version tag; idempotent if that commit is already tagged."""
@@ -117,8 +128,7 @@ def init_experiment(name: str, config: ExperimentConfig, runs_dir: Path = Path("
     with repo.config_writer() as cw:
         cw.set_value("user", "name", "rise")
         cw.set_value("user", "email", "rise@localhost")
-    repo.git.add("-A")
-    repo.index.commit("v0: the seed harness (Terminus-2 + Mid-Harness)")
+    commit_all(open_repo(hdir), "v0: the seed harness (Terminus-2 + Mid-Harness)")
     repo.create_tag("v0", message="seed")
     (root / "ledger.jsonl").touch()
     tmp.replace(root / "experiment.toml")  # last: its presence means the experiment exists

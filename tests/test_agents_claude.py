@@ -80,7 +80,7 @@ def test_implementer_writes_outside_are_refused_on_claude(workspace: Path, tmp_p
         ("hook", "mcp__rise__write_file", {"path": f"/tmp/abs-{tag}", "content": "x"}),
         ("hook", "Edit", {"file_path": "planted/y", "old_string": "a", "new_string": "b"}),
         ("tool", "write_file", {"path": "planted/z", "content": "x"}),  # if a hook were bypassed: the tool refuses
-        ("tool", "run", {"cmd": f"echo x > /tmp/outside-{tag}"}),
+        ("tool", "run", {"cmd": f"echo x > /etc/outside-{tag}"}),  # /tmp is the sandbox's own
         ("tool", "write_file", {"path": "inside.txt", "content": "ok"}),
         ("result", GOOD)]
     cli = ScriptedCLI([steps])
@@ -90,7 +90,7 @@ def test_implementer_writes_outside_are_refused_on_claude(workspace: Path, tmp_p
     assert [t.get("isError", False) for t in texts] == [True, True, False]
     assert result.usage.refusals == 5
     for path in (tmp_path / "x", Path(f"/tmp/abs-{tag}"), tmp_path / "y", tmp_path / "z",
-                 Path(f"/tmp/outside-{tag}")):
+                 Path(f"/etc/outside-{tag}")):
         assert not path.exists()
     assert (workspace / "inside.txt").read_text() == "ok"
 

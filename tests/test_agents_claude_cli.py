@@ -124,13 +124,13 @@ def test_the_real_cli_completes_a_read_only_role_call(workspace: Path, tmp_path:
 def test_the_real_cli_implementer_cannot_write_outside(workspace: Path, tmp_path: Path) -> None:
     tag = uuid.uuid4().hex[:8]
     (workspace / "planted").symlink_to(tmp_path)
-    outside = [tmp_path / "x", Path(f"/tmp/abs-{tag}"), tmp_path / "via-link", Path(f"/tmp/outside-{tag}")]
+    outside = [tmp_path / "x", Path(f"/tmp/abs-{tag}"), tmp_path / "via-link", Path(f"/etc/outside-{tag}")]
     srv = MessagesServer([
         ("mcp__rise__write_file", {"path": "../x", "content": "x"}),
         ("mcp__rise__write_file", {"path": f"/tmp/abs-{tag}", "content": "x"}),
         ("mcp__rise__edit_file", {"path": "planted/via-link", "old": "a", "new": "b"}),
-        ("mcp__rise__run", {"cmd": f"echo x > /tmp/outside-{tag}"}),
-        ("Bash", {"command": f"echo x > /tmp/outside-{tag}"}),
+        ("mcp__rise__run", {"cmd": f"echo x > /etc/outside-{tag}"}),  # /tmp is the sandbox's own
+        ("Bash", {"command": f"echo x > /etc/outside-{tag}"}),
         ("mcp__rise__write_file", {"path": "inside.txt", "content": "ok"}),
         ("StructuredOutput", {"answer": "done", "evidence": [{"path": "inside.txt", "detail": "written"}]})])
     role = Role(name="implementer-under-test", description="You change files in your worktree.",

@@ -47,13 +47,13 @@ def test_writes_outside_are_refused_logged_counted_and_absent(worktree: Path, tm
     (worktree / "planted").symlink_to(outside_dir)           # a link inside the worktree pointing out
     (worktree / "planted-file").symlink_to(outside_dir / "f.txt")
     targets = [tmp_path / "x", Path(f"/tmp/abs-{tag}"), outside_dir / "via-link.txt", outside_dir / "f.txt",
-               Path(f"/tmp/outside-{tag}")]
+               Path(f"/etc/outside-{tag}")]
     script = [
         call("write_file", path="../x", content="escaped"),
         call("write_file", path=f"/tmp/abs-{tag}", content="escaped"),
         call("write_file", path="planted/via-link.txt", content="escaped"),
         call("edit_file", path="planted-file", old="a", new="b"),
-        call("run", cmd=f"echo x > /tmp/outside-{tag}"),
+        call("run", cmd=f"echo x > /etc/outside-{tag}"),  # /tmp is the sandbox's own
         call("write_file", path=".git/hooks/post-commit", content="#!/bin/sh\n"),
         call("write_file", path="inside.txt", content="fine\n"),
         call("edit_file", path="code.py", old="x = 1", new="x = 2"),

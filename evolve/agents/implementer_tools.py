@@ -1,13 +1,15 @@
 """Implementer-only tools: write_file, edit_file, run (in bubblewrap), check (smoke + contracts).
 
-Writes resolve inside the worktree after symlinks and never touch ``.git`` (a hook written there would run
-outside any sandbox). A ``.toml`` file (the harness's settings, recording config, Handbook, contracts) must still
-parse after a write or an edit (else the change is refused and the file left as it was), and a ``write_file``
-that leaves out entries an existing one holds is merged into it (small coding models rewrite a whole settings
-file from memory, meaning to add one key, and cut it): the entries left out are kept, and the model is told
-which, and what its content added or changed; ``edit_file`` can still remove one on purpose. ``run``
-executes in :mod:`evolve.agents.sandbox`: only the worktree is writable and there is no network; a write the
-sandbox blocked is reported as refused.
+Writes resolve inside the worktree after symlinks and never touch git metadata: ``.git`` at any depth (a hook,
+a config or a repointed ``.git`` file would steer the host's git), nor ``.gitmodules`` and ``.gitattributes``
+(submodules and filter drivers; a harness needs neither). A ``.toml`` file (the harness's settings, recording
+config, Handbook, contracts) must still parse after a write or an edit (else the change is refused and the file
+left as it was), and a ``write_file`` that leaves out entries an existing one holds is merged into it (small
+coding models rewrite a whole settings file from memory, meaning to add one key, and cut it): the entries left
+out are kept, and the model is told which, and what its content added or changed; ``edit_file`` can still
+remove one on purpose. ``run`` executes in :mod:`evolve.agents.sandbox`: only the worktree's files are
+writable, little of the host is visible and there is no network; a command the sandbox stopped (a blocked
+write, the network, a hidden host path) is reported as refused, naming why.
 """
 
 from __future__ import annotations
@@ -24,14 +26,14 @@ from tomlkit.items import AoT
 from evolve.agents.sandbox import run_confined
 from evolve.agents.tools import ToolContext, ToolError, ToolRefused, tool
 
-BLOCKED_MARKERS = ("Read-only file system",)
+GIT_METADATA = (".git", ".gitmodules", ".gitattributes")
 
 
 def _writable(ctx: ToolContext, path: str) -> Path:
     target = ctx.resolve(path, must_exist=False)
     rel = target.relative_to(ctx.workspace.resolve())
-    if ".git" in rel.parts:
-        raise ToolRefused(f"{path!r} is inside .git; the repository's metadata is not writable")
+    if meta := next((part for part in rel.parts if part in GIT_METADATA), None):
+        raise ToolRefused(f"{path!r} is git metadata ({meta}); the repository's metadata is not writable")
     if target == ctx.workspace.resolve() or target.is_dir():
         raise ToolError(f"{path!r} is a folder, not a file")
     return target
@@ -201,8 +203,8 @@ def run(ctx: ToolContext,
     text = result.render()
     if result.timed_out:
         raise ToolError(text)
-    if result.returncode != 0 and any(m in result.output for m in BLOCKED_MARKERS):
-        raise ToolRefused(f"the sandbox blocked a write outside the worktree\n{text}")
+    if why := result.blocked():
+        raise ToolRefused(f"{why}\n{text}")
     return text
 
 

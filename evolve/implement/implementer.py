@@ -12,7 +12,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import git
 from pydantic import BaseModel, Field
 
 from evolve.agents import IMPLEMENTER_TOOLS, Limits, Role, RoleError, RoleResult, register_role, run_role
@@ -51,11 +50,11 @@ IMPLEMENTER = register_role(Role(
 ))
 
 
-def _reset(wt: Path, base: str) -> None:
+def _reset(exp: Experiment, wt: Path, base: str) -> None:
     """Back to ``base``: a call killed halfway leaves edits nobody recorded."""
-    repo = git.Repo(wt)
+    repo = exp.worktree_repo(wt)
     repo.git.reset("--hard", base)
-    repo.git.clean("-fdx")
+    repo.git.clean("-ffdx")  # -ff: a nested repository planted in the worktree goes too
 
 
 def implement(exp: Experiment, round_no: int, spec: ProposalSpec, backend: Backend, *, slug: str,
@@ -65,13 +64,13 @@ def implement(exp: Experiment, round_no: int, spec: ProposalSpec, backend: Backe
     Returns (branch, commit, result). A RoleError propagates with the worktree reset to the incumbent."""
     base = exp.commit_of(exp.incumbent())
     branch, wt = exp.create_candidate(round_no, slug, base=base)
-    _reset(wt, base)
+    _reset(exp, wt, base)
     inputs = ImplementerInputs(proposal=spec.model_dump(mode="json"))
     try:
         result = run_role(role, inputs, wt, backend, harness=wt,
                           extra=_check_extra(exp, incumbent_dir, wt), **run_options)
     except Exception:
-        _reset(wt, base)
+        _reset(exp, wt, base)
         raise
     commit = exp.commit_worktree(wt, f"{IMPLEMENT_MARK}: {spec.mechanism} (round {round_no}, {slug})\n\n"
                                      f"{result.output.summary}")  # type: ignore[attr-defined]
@@ -100,7 +99,7 @@ def repair_hook(exp: Experiment, backend_for: Callable[[str], Backend], specs: d
         spec = specs.get(Path(candidate_dir).parent.name)
         if spec is None:
             return False  # not a candidate the implementer made (a person's patch): nobody to send it to
-        repo = git.Repo(candidate_dir)
+        repo = exp.worktree_repo(Path(candidate_dir))
         before = repo.git.status("--porcelain") + repo.head.commit.hexsha
         text = "\n".join(f"- {f}" for f in failures)[:6000]
         inputs = ImplementerInputs(proposal=spec.model_dump(mode="json"), failures=text)
