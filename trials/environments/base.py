@@ -85,4 +85,8 @@ def attach(handle: dict[str, Any]) -> Environment:
         from .docker import DockerEnvironment
 
         return DockerEnvironment.attach(handle)
+    if kind == "channel":  # a confined harness: its sandbox through the trial channel (trials/channel.py)
+        from .channel import ChannelEnvironment
+
+        return ChannelEnvironment.attach(handle)
     raise ValueError(f"unknown environment kind {kind!r} in handle {handle}")
