@@ -162,6 +162,20 @@ def launch_argv(conf: Confinement, folder: Path, cmd: list[str]) -> list[str]:
     return [*IGNORE_TERM, *conf.argv(folder, cmd)]
 
 
+def spare_root(agent_dir: Path) -> Path | None:
+    """Where confined spares keep their folders: ``<cache>/spares``, shared by every job (spares serve any
+    trial of the same harness), when it is on ``agent_dir``'s file system (a spare's folder becomes the agent
+    folder by a rename); else None (no spares: each trial starts its launcher)."""
+    from .cache import cache_root
+
+    root = cache_root() / "spares"
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        return root if root.stat().st_dev == Path(agent_dir).stat().st_dev else None
+    except OSError:
+        return None
+
+
 def new_spare_folder(root: Path) -> Path:
     """A fresh empty folder for a spare launcher, under ``root`` (on the trial folders' file system)."""
     root.mkdir(parents=True, exist_ok=True)

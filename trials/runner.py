@@ -151,12 +151,13 @@ def agent_launch(agent: AgentSpec, spec_path: Path, task_path: Path) -> launch.A
     learned = None if module is None else (
         cache_root() / "launch" / f"{module}-{hashlib.sha256(sys.executable.encode()).hexdigest()[:8]}.json")
     conf = confine.for_harness([Path(str(agent.harness_dir))], agent.env, learned) if confined else None
+    spares = None
     if conf is not None:
         env = {**conf.env, "RISE_TRIAL_SPEC": str(seen)}
+        spares = confine.spare_root(agent_dir)
     if module is None:
-        return launch.AgentLaunch(cmd, env, confinement=conf, spare_root=agent_dir.parent.parent / ".spares")
-    return launch.AgentLaunch(cmd, env, PRELOAD.get(module, ("trials.harness_api",)), learned, conf,
-                              agent_dir.parent.parent / ".spares")
+        return launch.AgentLaunch(cmd, env, confinement=conf)
+    return launch.AgentLaunch(cmd, env, PRELOAD.get(module, ("trials.harness_api",)), learned, conf, spares)
 
 
 async def run_agent_process(agent: AgentSpec, spec_path: Path, task_path: Path, agent_dir: Path,

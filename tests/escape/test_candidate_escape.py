@@ -17,6 +17,7 @@ import pytest
 from tests.fakes.openai_server import ScriptedServer
 from tests.test_seed_support import reply
 from trials import confine, launch
+from trials.cache import cache_root
 from trials.endpoints.spec import EndpointSpec
 from trials.environments.local import bwrap_available
 
@@ -130,7 +131,8 @@ def _check_trial(tmp_path: Path, s: dict, res, trial: Path, authorised: list) ->
     assert not any("/data/starter" in p or "/runs" in p or p.startswith(str(tmp_path / "tasks")) for p in paths)
     # nothing left behind outside its folder
     assert [p for p in s["write"] if os.path.exists(p)] == []
-    assert not (tmp_path / "job" / ".spares").exists()
+    spares = cache_root() / "spares"  # the spares' folders (under the test's HOME): none left over
+    assert not spares.exists() or list(spares.iterdir()) == []
 
 
 async def test_hostile_harness_is_confined_in_the_local_sandbox(tmp_path, monkeypatch, listener):
