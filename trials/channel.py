@@ -10,7 +10,8 @@ A confined harness has no network and no handle on its sandbox (:mod:`trials.con
   ``POST /upload?dst=PATH`` (body: a tar whose top entry is ``payload``), ``POST /download`` (JSON: src → a tar
   whose top entry is ``payload``), for this trial's sandbox only; never the Docker socket, never ``nsenter``.
 
-Errors come back as JSON ``{"error": kind, "message": ..., "cause": ...}`` with a 4xx/5xx status; an
+Errors come back as JSON ``{"error": {"type": ..., "message": ..., "cause": ...}}`` (OpenAI's shape) with a
+4xx/5xx status; an
 unreachable model endpoint answers 502 (the harness's client reads that as "unreachable", as before).
 """
 
@@ -116,11 +117,11 @@ class TrialChannel:
                     status, headers, payload = await self._dispatch(request, body)
                 except ChannelError as exc:
                     status, headers, payload = exc.status, [("content-type", "application/json")], json.dumps(
-                        {"error": exc.kind, "message": str(exc), "cause": exc.cause}).encode()
+                        {"error": {"type": exc.kind, "message": str(exc), "cause": exc.cause}}).encode()
                 except Exception as exc:  # a bug here must answer, not hang the harness
                     log.exception("trial channel: request failed")
                     status, headers, payload = 500, [("content-type", "application/json")], json.dumps(
-                        {"error": "channel", "message": f"{type(exc).__name__}: {exc}"}).encode()
+                        {"error": {"type": "channel", "message": f"{type(exc).__name__}: {exc}"}}).encode()
                 headers = [*headers, ("content-length", str(len(payload)))]
                 writer.write(conn.send(h11.Response(status_code=status, headers=headers)) or b"")
                 writer.write(conn.send(h11.Data(data=payload)) or b"")

@@ -57,11 +57,13 @@ class ChannelEnvironment(Environment):
         if resp.status_code == 200:
             return resp
         try:
-            err = resp.json()
-        except ValueError:
+            err = resp.json()["error"]
+        except (ValueError, KeyError, TypeError):
             err = {"message": resp.text[:500]}
+        if not isinstance(err, dict):
+            err = {"message": str(err)}
         message = str(err.get("message") or f"status {resp.status_code}")
-        if err.get("error") == "file_not_found":
+        if err.get("type") == "file_not_found":
             raise FileNotFoundError(message)
         raise SandboxError(f"sandbox channel {path}: {message}", cause=err.get("cause") or None)
 
