@@ -38,7 +38,7 @@ from .endpoints.spec import EndpointSpec
 from .environments.archive import pack
 from .environments.base import Environment
 from .errors import InfraError
-from .harness_api import TrialSpec
+from .harness_api import AgentOutcome, TrialSpec
 
 log = logging.getLogger(__name__)
 
@@ -264,6 +264,24 @@ async def serving(confinement: Any, env: Environment, spec: TrialSpec, agent_dir
         await channel.close()
         with contextlib.suppress(OSError):
             (agent_dir / CHANNEL_NAME).unlink()
+        _name_real_endpoints(agent_dir, [spec.endpoint, spec.verifier_endpoint])
+
+
+def _name_real_endpoints(agent_dir: Path, endpoints: list[EndpointSpec | None]) -> None:
+    """The outcome's error names the endpoint the harness saw (``http://model-0.rise/v1``); name the real one
+    (``result.json``'s infra message says which server did not answer)."""
+    path = agent_dir / "agent_result.json"
+    try:
+        outcome = AgentOutcome.model_validate_json(path.read_text())
+    except (OSError, ValueError):
+        return  # none, or unreadable: the runner reports that as it is
+    error = outcome.error or ""
+    for i, spec in enumerate(endpoints):
+        if spec is not None:
+            error = error.replace(f"http://{MODEL_HOST.format(index=i)}", _upstream_root(spec))
+    if error != (outcome.error or ""):
+        outcome.error = error
+        outcome.write(agent_dir)
 
 
 def _json_object(body: bytes) -> dict[str, Any]:
