@@ -230,7 +230,7 @@ def absorb_learned(agent_dir: Path, learned: Path | None) -> None:
                 spec = None
             origin = getattr(spec, "origin", None) or next(iter(getattr(spec, "submodule_search_locations",
                                                                         None) or []), None)
-            known[top] = top in PLATFORM_PACKAGES or (
+            known[top] = top in PLATFORM_PACKAGES or origin in ("built-in", "frozen") or (
                 isinstance(origin, str) and os.path.realpath(origin).startswith(_LIBRARY_DIRS))
         return known[top]
 
