@@ -23,8 +23,10 @@ import json
 import logging
 import os
 import shutil
+import subprocess
 import sys
 import sysconfig
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -250,6 +252,22 @@ def read_names(path: Path) -> list[str]:
     except (OSError, ValueError):
         return []
     return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
+
+
+def run_python(args: list[str], harness_dir: Path, timeout: float, what: str,
+               env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``python ARGS`` on candidate code (a check: import it, load its settings...), confined like its trials
+    with an empty scratch folder as the only writable place; unconfined (``env`` or the runner's) when
+    ``RISE_CONFINE=off``. Output captured as text. Raises :class:`ConfinementUnavailable` and
+    ``subprocess.TimeoutExpired``."""
+    argv = [sys.executable, *args]
+    with tempfile.TemporaryDirectory(prefix="rise-check-") as scratch:
+        if enabled():
+            argv, env = for_harness([harness_dir]).argv(Path(scratch), argv), {}
+        else:
+            warn_unconfined(what)
+        return subprocess.run(argv, capture_output=True, text=True, check=False, env=env, timeout=timeout,
+                              cwd=Path(harness_dir).parent, stdin=subprocess.DEVNULL)
 
 
 def inside(host: Path, folder: Path) -> str:

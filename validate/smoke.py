@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -121,20 +120,13 @@ class SmokeResult:
 def _python(script: str, harness_dir: Path) -> tuple[dict | None, str]:
     """Run ``script`` on the candidate in a fresh interpreter, confined as its trials are (trials/confine.py:
     bubblewrap, a scrubbed environment, no network, only an empty scratch folder writable)."""
-    argv = [sys.executable, "-c", script, str(harness_dir)]
-    with tempfile.TemporaryDirectory(prefix="rise-smoke-") as scratch:
-        env = None
-        if not confine.enabled():
-            confine.warn_unconfined(f"the smoke check of {harness_dir}")
-        try:
-            if confine.enabled():
-                argv, env = confine.for_harness([harness_dir]).argv(Path(scratch), argv), {}
-            proc = subprocess.run(argv, capture_output=True, text=True, check=False, env=env,
-                                  timeout=SUBPROCESS_TIMEOUT_SEC, cwd=harness_dir.parent)
-        except subprocess.TimeoutExpired:
-            return None, f"timed out after {SUBPROCESS_TIMEOUT_SEC:g}s"
-        except confine.ConfinementUnavailable as exc:
-            return None, str(exc)
+    try:
+        proc = confine.run_python(["-c", script, str(harness_dir)], harness_dir, SUBPROCESS_TIMEOUT_SEC,
+                                  f"the smoke check of {harness_dir}")
+    except subprocess.TimeoutExpired:
+        return None, f"timed out after {SUBPROCESS_TIMEOUT_SEC:g}s"
+    except confine.ConfinementUnavailable as exc:
+        return None, str(exc)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
         return None, f"exit {proc.returncode}: {(proc.stderr or proc.stdout).strip()[-2000:]}"
