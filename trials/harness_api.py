@@ -4,6 +4,10 @@ A harness is a Python package run in its own subprocess as ``python -m <package>
 (or through ``monitor.host``, which instruments it first). It reads a :class:`TrialSpec`, reconnects to the
 sandbox with :func:`attach_environment`, talks to the model through :class:`ModelClient`, writes its files
 under ``spec.agent_dir`` and ends by writing an :class:`AgentOutcome` to ``agent_result.json`` there.
+
+The harness runs confined (docs/security.md, :mod:`trials.confine`): its spec names the sandbox by a ``channel``
+handle and its endpoints as ``http://model-<i>.rise/...``; :func:`attach_environment` and :class:`ModelClient`
+reach both through the trial channel's socket, so a harness written against this API needs nothing else.
 """
 
 from __future__ import annotations

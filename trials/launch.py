@@ -20,6 +20,11 @@ reads end-of-file and kills its own process group (the agent and anything it sta
 leaves no agent behind.
 
 An ``argv`` that is not ``<this interpreter> -m module ...`` is started directly (no launcher, no spare).
+
+Confined agents (every harness): the launcher runs under bubblewrap from the start, a spare with a folder of its own
+bound as its agent folder, which takes the trial's ``agent/`` place when the trial takes the spare (see
+:mod:`trials.confine`). The runner keeps what a confined launcher learned through
+:func:`trials.confine.absorb_learned` (it cannot write the cache itself).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import fcntl
 import hashlib
 import io
 import json
+import logging
 import os
 import select
 import signal
@@ -41,6 +47,10 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from . import confine
+
+log = logging.getLogger(__name__)
 
 DEFAULT_MAX_SPARES = 4
 # A successor spare (made when an agent starts, for the next trial) waits this long before its imports, so that
@@ -160,6 +170,7 @@ _SPARES = _Spares()
 
 
 def _discard(popen: subprocess.Popen) -> None:
+    """Close and kill an unused launcher (and remove its spare folder)."""
     with contextlib.suppress(OSError):
         if popen.stdin is not None:
             popen.stdin.close()
@@ -168,15 +179,25 @@ def _discard(popen: subprocess.Popen) -> None:
             popen.kill()
     with contextlib.suppress(subprocess.TimeoutExpired):
         popen.wait(5)
+    confine.drop_folder(getattr(popen, "rise_folder", None))
 
 
 def _spawn_launcher(preload: tuple[str, ...], env: dict[str, str], learned: Path | None,
-                    delay: float = 0.0) -> subprocess.Popen:
+                    delay: float = 0.0, sandboxed: tuple[str | None, str] | None = None,
+                    wrap: Any = None) -> subprocess.Popen:
+    """A launcher process; confined: ``sandboxed`` = (learned file, learn-out file) as the sandbox sees them
+    and ``wrap`` turns the command line into its bwrap command line."""
     argv = [sys.executable, "-m", "trials.launch", "--preload", ",".join(preload)]
     if learned is not None:
         argv += ["--learned", str(learned)]
+    if sandboxed is not None:
+        if sandboxed[0]:
+            argv += ["--learned", sandboxed[0]]
+        argv += ["--learn-out", sandboxed[1]]
     if delay > 0:
         argv += ["--delay", f"{delay:g}"]
+    if wrap is not None:
+        argv = wrap(argv)
     popen = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                              env=env, start_new_session=True)
     with contextlib.suppress(AttributeError, OSError):  # room for the job line while the launcher still imports
@@ -195,8 +216,10 @@ class AgentLaunch:
     starts); :meth:`start` runs the agent; :meth:`release` when the trial is over (idempotent)."""
 
     def __init__(self, cmd: list[str], env: dict[str, str], preload: tuple[str, ...] = (),
-                 learned: Path | None = None):
+                 learned: Path | None = None, confinement: confine.Confinement | None = None,
+                 spare_root: Path | None = None):
         self.cmd, self.env, self.learned = cmd, env, learned
+        self.confinement, self.spare_root = confinement, spare_root
         self.module = module_of(cmd)
         self.preload = tuple(dict.fromkeys(preload))
         self.spare_env = {k: v for k, v in env.items() if k not in PER_TRIAL_ENV}
@@ -205,34 +228,76 @@ class AgentLaunch:
             cwd = os.getcwd()
         except OSError:  # the folder is gone: no spare can be made for it either
             cwd = None
-        self.key = (sys.executable, cwd, self.preload, digest)
-        self._counted = self.module is not None and cwd is not None and max_spares() > 0
+        self.key = (sys.executable, cwd, self.preload, digest,
+                    confinement.key() if confinement else None, str(spare_root) if spare_root else None)
+        self._counted = (self.module is not None and cwd is not None and max_spares() > 0
+                         and (confinement is None or spare_root is not None))
         if self._counted:
             _SPARES.count(self.key, +1)
             _SPARES.replenish(self.key, self._spawn)
 
-    def _spawn(self, delay: float = 0.0) -> subprocess.Popen:
-        return _spawn_launcher(self.preload, self.spare_env, self.learned, delay)
+    def _spawn(self, delay: float = 0.0, folder: Path | None = None) -> subprocess.Popen:
+        """A launcher; confined, with ``folder`` bound as its agent folder (a fresh spare folder if None)."""
+        if self.confinement is None:
+            return _spawn_launcher(self.preload, self.spare_env, self.learned, delay)
+        spare = folder is None
+        if spare:
+            assert self.spare_root is not None
+            folder = confine.new_spare_folder(self.spare_root)
+        assert folder is not None
+        learned = (confine.LEARNED_PATH if self.learned else None, f"{confine.AGENT_DIR}/{confine.LEARNED_OUT}")
+        try:
+            popen = _spawn_launcher(self.preload, {}, None, delay, learned,
+                                    lambda argv: confine.launch_argv(self.confinement, folder, argv))
+        except BaseException:
+            if spare:
+                confine.drop_folder(folder)
+            raise
+        popen.rise_folder = folder if spare else None  # type: ignore[attr-defined]
+        return popen
 
     def start(self, output: Path) -> AgentProcess:
         """Start the agent in its own session, stdout and stderr appended to ``output``: in a spare when one
         is there, else in a fresh launcher (a command that is not ``python -m`` directly). Quick."""
+        conf, agent_dir = self.confinement, Path(output).parent
         if self.module is None:
+            if conf is not None:
+                cmd = confine.launch_argv(conf, agent_dir, [sys.executable, *confine.RESTORE_TERM, *self.cmd])
+                return _direct(cmd, {}, output)
             return _direct(self.cmd, self.env, output)
         popen = _SPARES.take(self.key) if self._counted else None
+        if popen is not None and conf is not None:
+            try:
+                confine.adopt(popen.rise_folder, agent_dir)  # type: ignore[attr-defined]
+                popen.rise_folder = None  # type: ignore[attr-defined]
+            except OSError as exc:  # another file system, a busy folder: a launcher of its own instead
+                log.warning("could not hand a spare's folder to %s (%s); starting a fresh launcher", agent_dir, exc)
+                _discard(popen)
+                popen = None
         if popen is None:
-            popen = self._spawn()
-        job = {"module": self.module, "args": self.cmd[3:], "env": self.env, "output": str(output)}
+            popen = self._spawn(folder=agent_dir if conf is not None else None)
+        where = confine.inside(output, agent_dir) if conf is not None else str(output)
+        job = {"module": self.module, "args": self.cmd[3:], "env": self.env, "output": where}
         try:
             assert popen.stdin is not None
             popen.stdin.write(json.dumps(job).encode() + b"\n")
             popen.stdin.flush()
-        except OSError:  # the launcher is gone already: start the command directly
+        except OSError:  # the launcher is gone already: start afresh
             _discard(popen)
-            return _direct(self.cmd, self.env, output)
+            if conf is None:
+                return _direct(self.cmd, self.env, output)
+            popen = self._spawn(folder=agent_dir)
+            assert popen.stdin is not None
+            popen.stdin.write(json.dumps(job).encode() + b"\n")
+            popen.stdin.flush()
         if self._counted:  # a successor for the next trial of this slot
             _SPARES.replenish(self.key, lambda: self._spawn(SUCCESSOR_DELAY_SEC))
         return AgentProcess(popen, warm=True)
+
+    def absorb(self, agent_dir: Path) -> None:
+        """After a confined run: keep what its launcher learned (:func:`trials.confine.absorb_learned`)."""
+        if self.confinement is not None and self.module is not None:
+            confine.absorb_learned(agent_dir, self.learned)
 
     def release(self) -> None:
         if self._counted:
@@ -291,11 +356,7 @@ def preloadable(name: str, module: Any) -> bool:
 
 
 def _read_learned(path: Path | None) -> list[str]:
-    try:
-        names = json.loads(path.read_text()) if path is not None else []
-    except (OSError, ValueError):
-        return []
-    return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
+    return confine.read_names(path) if path is not None else []
 
 
 def _learn(path: Path, known: set[str]) -> None:
@@ -319,6 +380,8 @@ def launcher_main(argv: list[str]) -> None:
 
     preload = [m for m in (argv[argv.index("--preload") + 1] if "--preload" in argv else "").split(",") if m]
     learned = Path(argv[argv.index("--learned") + 1]) if "--learned" in argv else None
+    learn_out = Path(argv[argv.index("--learn-out") + 1]) if "--learn-out" in argv else learned
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a confined launcher starts with it ignored (see above)
     if "--delay" in argv:  # a successor: let the trial that just started have the CPU first (unless a job comes)
         select.select([0], [], [], float(argv[argv.index("--delay") + 1]))
     preload += _read_learned(learned)
@@ -365,8 +428,8 @@ def launcher_main(argv: list[str]) -> None:
 
         traceback.print_exc()
         code = 1
-    if learned is not None:
-        _learn(learned, known)
+    if learn_out is not None:
+        _learn(learn_out, known)
     _finish(code)
 
 

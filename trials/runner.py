@@ -37,8 +37,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import launch, terminal
+from . import confine, launch, terminal
 from .agents import AgentSpec, cache_root
+from .channel import serving
 from .endpoints.spec import EndpointSpec
 from .environments.base import Environment
 from .environments.verifier import VerifierRun, run_verifier
@@ -152,14 +153,27 @@ async def _terminate(proc: launch.AgentProcess) -> None:
 
 
 def agent_launch(agent: AgentSpec, spec_path: Path, task_path: Path) -> launch.AgentLaunch:
-    """How the agent of one trial will start (made when the trial starts, so a spare warms up meanwhile)."""
-    cmd = agent.command(spec_path, task_path)
-    env = {**os.environ, **agent.env, "RISE_TRIAL_SPEC": str(spec_path)}
+    """How the agent of one trial will start (made when the trial starts, so a spare warms up meanwhile).
+    A harness (every version, the seed too) runs confined (trials/confine.py): the sandbox's paths, a scrubbed
+    environment; the oracle is platform code and runs on the host with the task's solution."""
+    confined = agent.harness_dir is not None and confine.enabled()
+    if agent.harness_dir is not None and not confined:
+        confine.warn_unconfined(f"harness {agent.name}")
+    agent_dir = spec_path.parent
+    seen = Path(confine.inside(spec_path, agent_dir)) if confined else spec_path
+    cmd = agent.command(seen, task_path)
+    env = {**os.environ, **agent.env, "RISE_TRIAL_SPEC": str(seen)}
     module = launch.module_of(cmd)
+    learned = None if module is None else (
+        cache_root() / "launch" / f"{module}-{hashlib.sha256(sys.executable.encode()).hexdigest()[:8]}.json")
+    conf = confine.for_harness([Path(str(agent.harness_dir))], agent.env, learned) if confined else None
+    spares = None
+    if conf is not None:
+        env = {**conf.env, "RISE_TRIAL_SPEC": str(seen)}
+        spares = confine.spare_root(agent_dir)
     if module is None:
-        return launch.AgentLaunch(cmd, env)
-    learned = cache_root() / "launch" / f"{module}-{hashlib.sha256(sys.executable.encode()).hexdigest()[:8]}.json"
-    return launch.AgentLaunch(cmd, env, PRELOAD.get(module, ("trials.harness_api",)), learned)
+        return launch.AgentLaunch(cmd, env, confinement=conf)
+    return launch.AgentLaunch(cmd, env, PRELOAD.get(module, ("trials.harness_api",)), learned, conf, spares)
 
 
 async def run_agent_process(agent: AgentSpec, spec_path: Path, task_path: Path, agent_dir: Path,
@@ -191,6 +205,7 @@ async def run_agent_process(agent: AgentSpec, spec_path: Path, task_path: Path, 
         proc.close()
     if _group_alive(proc.pid):  # children the agent left behind
         _kill_group_now(proc.pid)
+    launcher.absorb(agent_dir)
     return proc.returncode, timed_out, time.monotonic() - t0
 
 
@@ -286,7 +301,7 @@ async def run_trial(task: Any, agent: AgentSpec, endpoint: EndpointSpec | None, 
 async def _agent_phase(res: TrialResult, task: Any, agent: AgentSpec, endpoint: EndpointSpec | None,
                        verifier_endpoint: EndpointSpec | None, env: Environment, trial_dir: Path,
                        settings: dict[str, Any] | None, agent_timeout_sec: float | None,
-                       refine_context: str | None, launcher: launch.AgentLaunch | None = None) -> None:
+                       refine_context: str | None, launcher: launch.AgentLaunch) -> None:
     agent_dir = trial_dir / "agent"
     timeout = agent_timeout_sec or task.config.agent.timeout_sec
     spec = TrialSpec(trial_id=f"{res.job_id}/{res.trial_name}" if res.job_id else res.trial_name,
@@ -296,9 +311,10 @@ async def _agent_phase(res: TrialResult, task: Any, agent: AgentSpec, endpoint: 
                      settings=settings or {}, harness_version=agent.harness_version,
                      refine_context=refine_context)
     spec_path = agent_dir / "trial_spec.json"
-    spec.dump(spec_path)
-    rc, timed_out, seconds = await run_agent_process(agent, spec_path, Path(task.path), agent_dir, timeout,
-                                                     launcher)
+    async with serving(launcher.confinement, env, spec, agent_dir) as seen:  # a confined harness's one door
+        seen.dump(spec_path)
+        rc, timed_out, seconds = await run_agent_process(agent, spec_path, Path(task.path), agent_dir, timeout,
+                                                         launcher)
     res.durations.agent = seconds
     res.agent_exit_code, res.agent_timed_out = rc, timed_out
     outcome, problem = _read_outcome(agent_dir)

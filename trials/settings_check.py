@@ -2,8 +2,9 @@
 
 A misspelt ``--setting`` used to crash every trial of a grid, which then counted as the model's failures. The
 check runs the harness's own settings loader (``<package>.settings.load_settings``, and the ``[midharness]``
-model where the harness has one) in a subprocess, so a candidate's code is never imported into the evaluator,
-and turns a rejection into one message naming the key and the keys that exist.
+model where the harness has one) in a confined subprocess (:mod:`trials.confine`), so a candidate's code is
+never imported into the evaluator nor run on the host, and turns a rejection into one message naming the key
+and the keys that exist.
 
 ``python -m trials.settings_check HARNESS_DIR OVERRIDES_JSON`` prints ``{"problems": [...]}``.
 """
@@ -19,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from trials import confine
 from trials.errors import RiseError
 from trials.validation import error_message
 
@@ -101,12 +103,13 @@ def check_settings(harness_dir: str | Path | None, overrides: dict[str, Any]) ->
     harness_dir = Path(harness_dir).resolve()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         p for p in (str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH", "")) if p)}
-    try:
-        done = subprocess.run([sys.executable, "-m", "trials.settings_check", str(harness_dir),
-                               json.dumps(overrides)], check=False, capture_output=True, text=True,
-                              env=env, timeout=CHECK_TIMEOUT_SEC, stdin=subprocess.DEVNULL)
+    try:  # candidate code: confined as its trials are (trials/confine.py)
+        done = confine.run_python(["-m", "trials.settings_check", str(harness_dir), json.dumps(overrides)],
+                                  harness_dir, CHECK_TIMEOUT_SEC, f"the settings check of {harness_dir}", env)
     except subprocess.TimeoutExpired:
         raise SettingsError(f"checking the settings of {harness_dir} took over {CHECK_TIMEOUT_SEC:.0f} s") from None
+    except confine.ConfinementUnavailable as exc:
+        raise SettingsError(str(exc)) from None
     try:
         problems = json.loads(done.stdout.strip().splitlines()[-1])["problems"]
     except (IndexError, ValueError, KeyError, TypeError):

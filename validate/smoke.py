@@ -4,7 +4,8 @@ and does one short scripted trial leave a valid trajectory and trace?
 ``smoke_check(harness_dir)`` runs four steps and returns a :class:`SmokeResult`; every step runs even when an
 earlier one failed (the repair loop wants every problem at once), except the trial when the package does not
 import. Importing and resolving the recording config happen in subprocesses (``python -c`` with the package's
-parent on ``sys.path``): a broken candidate never runs inside the evaluator. The trial is a scripted scenario
+parent on ``sys.path``) under bubblewrap (:mod:`trials.confine`): a broken or hostile candidate never runs inside
+the evaluator nor on the host. The trial is a scripted scenario
 (``validate.scenarios``): the real runner, the local sandbox with tmux, the harness as a process agent under
 ``monitor.host``, a scripted model that writes one file and then claims completion until the run ends.
 """
@@ -14,12 +15,13 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from trials import confine
 
 from .contract_model import Case, Reply, ScriptCommand, TaskSpec
 from .scenarios import run_scenario
@@ -116,11 +118,15 @@ class SmokeResult:
 
 
 def _python(script: str, harness_dir: Path) -> tuple[dict | None, str]:
+    """Run ``script`` on the candidate in a fresh interpreter, confined as its trials are (trials/confine.py:
+    bubblewrap, a scrubbed environment, no network, only an empty scratch folder writable)."""
     try:
-        proc = subprocess.run([sys.executable, "-c", script, str(harness_dir)], capture_output=True, text=True, check=False,
-                              timeout=SUBPROCESS_TIMEOUT_SEC, cwd=harness_dir.parent)
+        proc = confine.run_python(["-c", script, str(harness_dir)], harness_dir, SUBPROCESS_TIMEOUT_SEC,
+                                  f"the smoke check of {harness_dir}")
     except subprocess.TimeoutExpired:
         return None, f"timed out after {SUBPROCESS_TIMEOUT_SEC:g}s"
+    except confine.ConfinementUnavailable as exc:
+        return None, str(exc)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
         return None, f"exit {proc.returncode}: {(proc.stderr or proc.stdout).strip()[-2000:]}"

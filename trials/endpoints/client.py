@@ -10,8 +10,10 @@ estimates when a server has no such route.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import logging
+import os
 import re
 import time
 from collections import OrderedDict
@@ -235,6 +237,21 @@ def server_root(base_url: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, path, "", "")).rstrip("/")
 
 
+def channel_socket(base_url: str) -> str | None:
+    """The trial channel's socket when ``base_url`` names a channel host (``http://model-<i>.rise/...``) and
+    ``RISE_CHANNEL`` says where the socket is; None for a direct endpoint."""
+    host = urlsplit(base_url).hostname or ""
+    socket_path = os.environ.get("RISE_CHANNEL")
+    return socket_path if socket_path and host.endswith(".rise") else None
+
+
+def _openai_channel_client(socket_path: str) -> Any:
+    """openai's own HTTP client over the channel's socket (openai may ship its own httpx: use its module)."""
+    base = next(c for c in openai.DefaultAsyncHttpxClient.__mro__ if c.__name__ == "AsyncClient")
+    module = importlib.import_module(base.__module__.split(".")[0])
+    return openai.DefaultAsyncHttpxClient(transport=module.AsyncHTTPTransport(uds=socket_path))
+
+
 class ModelClient:
     """Async chat client for one :class:`EndpointSpec`. Reuse one per process; close with :meth:`aclose`."""
 
@@ -242,12 +259,16 @@ class ModelClient:
         self.spec = spec
         self.supports_n: bool | None = spec.supports_n
         self.root_url = server_root(spec.base_url)
+        # A confined harness reaches its endpoints only through the trial channel's socket (trials/channel.py).
+        via = channel_socket(spec.base_url)
         self._openai = openai.AsyncOpenAI(
             base_url=spec.base_url, api_key=spec.api_key() or "EMPTY", max_retries=0,
             timeout=openai.Timeout(spec.timeout_sec, connect=min(CONNECT_TIMEOUT_SEC, spec.timeout_sec)),
+            http_client=_openai_channel_client(via) if via else None,
         )
         self._http = httpx.AsyncClient(timeout=min(SIDE_TIMEOUT_SEC, spec.timeout_sec),
-                                       headers=self._auth_headers())
+                                       headers=self._auth_headers(),
+                                       transport=httpx.AsyncHTTPTransport(uds=via) if via else None)
         self._context_limit: int | None = spec.context_limit
         self._tokenize_ok: bool | None = None  # None: not tried yet
         self._kind: str | None = None

@@ -1,7 +1,9 @@
 """The sandbox interface every environment implements (docker, local).
 
 A harness running in its own subprocess reconnects to a started environment with :func:`attach`, from the
-JSON-able ``handle()`` the runner wrote into the trial spec.
+JSON-able ``handle()`` the runner wrote into the trial spec: a confined harness gets a ``channel`` handle (the
+runner serves exec/upload/download of its sandbox, trials/channel.py); the platform's own agents (the oracle)
+get the sandbox's own handle.
 """
 
 from __future__ import annotations
@@ -91,4 +93,8 @@ def attach(handle: dict[str, Any]) -> Environment:
         from .docker import DockerEnvironment
 
         return DockerEnvironment.attach(handle)
+    if kind == "channel":  # a confined harness: its sandbox through the trial channel (trials/channel.py)
+        from .channel import ChannelEnvironment
+
+        return ChannelEnvironment.attach(handle)
     raise ValueError(f"unknown environment kind {kind!r} in handle {handle}")

@@ -34,6 +34,7 @@ from typing import Any
 
 import psutil
 
+from ..confine import RO_SYSTEM_DIRS, SYSTEM_LINK_DIRS, system_binds
 from ..errors import EnvironmentBuildError, SandboxError, UnsupportedTaskError
 from .archive import split_sandbox_path, unpack_single, upload_payload
 from .base import Environment, ExecResult
@@ -43,8 +44,6 @@ log = logging.getLogger(__name__)
 
 CLEAN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 BASE_ENV = {"PATH": CLEAN_PATH, "HOME": "/root", "LANG": "C.UTF-8", "USER": "root", "SHELL": "/bin/bash"}
-RO_SYSTEM_DIRS = ("/usr", "/etc")
-SYSTEM_LINK_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 TASK_DIRS = ("app", "logs/verifier", "logs/agent", "tests", "solution", "tmp", "root", "var/tmp", "run",
              "home", "opt", "srv", "mnt")
 # Docker's default capabilities: root inside can chown, kill, bind low ports..., but not mount.
@@ -131,14 +130,7 @@ class LocalEnvironment(Environment):
         return self._plan
 
     def _bwrap_argv(self, info_fd: int) -> list[str]:
-        argv = ["bwrap", "--bind", str(self.root), "/"]
-        for d in RO_SYSTEM_DIRS:
-            argv += ["--ro-bind", d, d]
-        for d in SYSTEM_LINK_DIRS:
-            if os.path.islink(d):
-                argv += ["--symlink", os.readlink(d), d]
-            elif os.path.isdir(d):
-                argv += ["--ro-bind", d, d]
+        argv = ["bwrap", "--bind", str(self.root), "/", *system_binds()]
         argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/dev/shm",
                  "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
                  "--hostname", "sandbox", "--die-with-parent", "--new-session", "--cap-drop", "ALL",

@@ -1,0 +1,97 @@
+"""The trial channel (trials/channel.py) and its harness side (trials/environments/channel.py, ModelClient over
+the socket), with real unix sockets and real HTTP: a directory-backed sandbox, the scripted model server."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.fakes.openai_server import ScriptedServer
+from tests.test_runner_fake_env import DirEnv
+from tests.test_seed_support import reply
+from trials.channel import TrialChannel, harness_endpoint
+from trials.endpoints.client import AuthError, ModelClient, ServerUnreachable
+from trials.endpoints.spec import EndpointSpec
+from trials.environments.base import attach
+from trials.environments.channel import ChannelEnvironment
+
+KEY_VAR = "RISE_TEST_CHANNEL_KEY"
+
+
+@pytest.fixture
+async def served(tmp_path):
+    """A started DirEnv behind a channel on a socket in a deep folder (longer than sun_path allows)."""
+    env = DirEnv(None, tmp_path / "trial")
+    await env.start()
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    channel = TrialChannel(env, [EndpointSpec(base_url="http://127.0.0.1:9/v1", model="none")])
+    await channel.start(deep / "channel.sock")
+    short = tmp_path / "c.sock"  # a client connects by a short path (the harness's is /rise/agent/...)
+    short.symlink_to(deep / "channel.sock")
+    yield env, channel, str(short)
+    await channel.close()
+
+
+async def test_exec_upload_download_through_the_channel(served, tmp_path):
+    env, channel, sock = served
+    remote = attach(ChannelEnvironment(sock, "/app", "fake").handle())
+    assert isinstance(remote, ChannelEnvironment)
+    res = await remote.exec("echo hi > /app/a.txt && cat /app/a.txt", env={"X": "1"}, timeout=10)
+    assert res.ok and res.stdout == "hi\n"
+    src = tmp_path / "up"
+    (src / "sub").mkdir(parents=True)
+    (src / "sub" / "f.txt").write_text("payload")
+    await remote.upload(src, "/app/up")
+    assert (env.root / "app" / "up" / "sub" / "f.txt").read_text() == "payload"
+    await remote.download("/app/up", tmp_path / "down")
+    assert (tmp_path / "down" / "sub" / "f.txt").read_text() == "payload"
+    with pytest.raises(FileNotFoundError):
+        await remote.upload(tmp_path / "missing", "/app/x")
+    await remote.stop()
+    assert channel.requests["sandbox.rise"] == 3
+
+
+async def test_the_channel_refuses_other_hosts_and_paths(served):
+    _, _, sock = served
+    async with httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(uds=sock)) as client:
+        other = await client.get("http://127.0.0.1:22/")
+        assert other.status_code == 403 and "model endpoints and its sandbox only" in other.json()["error"]["message"]
+        wrong = await client.get("http://sandbox.rise/exec")
+        assert wrong.status_code == 404
+        bad = await client.post("http://sandbox.rise/exec", content=b"[1]")
+        assert bad.status_code == 400
+
+
+async def test_model_requests_get_the_key_from_the_runner(tmp_path, monkeypatch):
+    """The harness's endpoint names no key variable; the channel adds the key, which the server requires."""
+    env = DirEnv(None, tmp_path / "trial")
+    monkeypatch.setenv(KEY_VAR, "sk-channel-test")
+    with ScriptedServer([reply(analysis="ok")] * 2, api_key="sk-channel-test") as srv:
+        spec = EndpointSpec(base_url=srv.base_url, model="scripted", api_key_env=KEY_VAR)
+        seen = harness_endpoint(spec, 0)
+        assert seen.api_key_env is None and seen.base_url == "http://model-0.rise/v1"
+        channel = TrialChannel(env, [spec, None])
+        await channel.start(tmp_path / "c.sock")
+        monkeypatch.setenv("RISE_CHANNEL", str(tmp_path / "c.sock"))
+        try:
+            async with ModelClient(seen) as client:
+                result = await client.chat([{"role": "user", "content": "hi"}])
+                assert "ok" in result.text
+            monkeypatch.setenv(KEY_VAR, "wrong")  # the runner's key is what counts
+            async with ModelClient(seen) as client:
+                with pytest.raises(AuthError):
+                    await client.chat([{"role": "user", "content": "hi"}])
+            async with ModelClient(harness_endpoint(spec, 1)) as client:  # no verifier endpoint: refused
+                with pytest.raises(Exception, match="403"):
+                    await client.chat([{"role": "user", "content": "hi"}])
+        finally:
+            await channel.close()
+
+
+async def test_an_unreachable_model_reads_as_unreachable(served, monkeypatch):
+    _, _, sock = served
+    monkeypatch.setenv("RISE_CHANNEL", sock)
+    async with ModelClient(harness_endpoint(EndpointSpec(base_url="http://127.0.0.1:9/v1", model="none"), 0)) as c:
+        with pytest.raises(ServerUnreachable, match="unreachable"):
+            await c.chat([{"role": "user", "content": "hi"}])
