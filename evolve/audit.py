@@ -64,7 +64,9 @@ def _audit_trials(exp: Experiment, a: Audit) -> None:
             a.infra_attempts += 1
             continue
         a.trials += 1
-        cells[(e.commit[:12], e.purpose, e.task, e.rep)] += 1
+        # a transfer grid is one per version and second model: its key names the model (evolve.transfer)
+        grid = e.key.removesuffix(f":{e.task}:{e.rep}") if e.purpose == "transfer" else e.purpose
+        cells[(e.commit[:12], grid, e.task, e.rep)] += 1
         if not (tdir / "result.json").is_file():
             a.problems.append(f"trial {e.key}: booked, but {tdir} has no result.json")
     for cell, n in cells.items():
