@@ -106,6 +106,12 @@ def _incomplete(job_dirs: list[Path], r: int, root: Path) -> list[str]:
     return out
 
 
+def _part(model: str, role: str, splits: list[str], r: int) -> dict[str, Any]:
+    """One part of the table (a model and its splits) before it ran: every field the pages read."""
+    return {"model": model, "role": role, "splits": splits, "r": r, "status": "pending", "reason": "", "rows": [],
+            "missing": [], "job_dirs": []}
+
+
 class Transfer:
     """The freeze and transfer units of one adopted version; ``ctl`` is the round's controller (grids, worktrees
     of versions, the held-out split)."""
@@ -150,14 +156,14 @@ class Transfer:
     async def heldout_part(self, parent: str, version: str, commit: str) -> dict[str, Any]:
         """vN against its parent on the held-out split with the experiment's model."""
         model, held = self.cfg.endpoint.model, sorted(self.cfg.tasks.heldout)
-        part: dict[str, Any] = {"model": model, "role": "fixed model", "splits": [HELD], "r": self.cfg.r}
+        part = _part(model, "fixed model", [HELD], self.cfg.r)
         if not held:
             return {**part, "status": "skipped", "reason": "no held-out tasks ([tasks] heldout is empty)"}
         jobs = []
         for tag, c in ((parent, self.exp.commit_of(parent)), (version, commit)):
-            if not self.led.done(f"{c}:heldout"):
+            if not self.led.done(f"{c}:heldout"):  # normally booked already: the parent's reference, vN's adoption
                 self.say(f"transfer: {tag} on the held-out split with {model}")
-            await self.ctl.heldout(tag, c, self.ctl.version_dir(tag))  # runs nothing when booked already
+                await self.ctl.heldout(tag, c, self.ctl.version_dir(tag))
             ev = self.led.find("evaluation", key=f"{c}:heldout")
             jobs.append(self.exp.root / ev[0].job_dir)
         rows = paired_rows(model, HELD, held, task_counts(jobs[0]), task_counts(jobs[1]))
@@ -167,8 +173,8 @@ class Transfer:
         """vN against its parent on the development and held-out tasks with the second model."""
         tr = self.cfg.transfer
         dev, held = self.ctl.dev_tasks(), sorted(self.cfg.tasks.heldout)
-        part: dict[str, Any] = {"model": tr.model, "role": "second model", "splits": [DEV] + ([HELD] if held else []),
-                                "r": tr.r, "base_url": tr.base_url or ""}
+        part = {**_part(tr.model, "second model", [DEV] + ([HELD] if held else []), tr.r),
+                "base_url": tr.base_url or ""}
         spec, why = second_endpoint(self.exp)
         arms = [(parent, self.exp.commit_of(parent)), (version, commit)]
         prefixes = [f"{c}:transfer:{tr.model}" for _, c in arms]
