@@ -106,7 +106,7 @@ def _incomplete(job_dirs: list[Path], r: int, root: Path) -> list[str]:
     return out
 
 
-def _part(model: str, role: str, splits: list[str], r: int) -> dict[str, Any]:
+def new_part(model: str, role: str, splits: list[str], r: int) -> dict[str, Any]:
     """One part of the table (a model and its splits) before it ran: every field the pages read."""
     return {"model": model, "role": role, "splits": splits, "r": r, "status": "pending", "reason": "", "rows": [],
             "missing": [], "job_dirs": []}
@@ -156,7 +156,7 @@ class Transfer:
     async def heldout_part(self, parent: str, version: str, commit: str) -> dict[str, Any]:
         """vN against its parent on the held-out split with the experiment's model."""
         model, held = self.cfg.endpoint.model, sorted(self.cfg.tasks.heldout)
-        part = _part(model, "fixed model", [HELD], self.cfg.r)
+        part = new_part(model, "fixed model", [HELD], self.cfg.r)
         if not held:
             return {**part, "status": "skipped", "reason": "no held-out tasks ([tasks] heldout is empty)"}
         jobs = []
@@ -173,7 +173,7 @@ class Transfer:
         """vN against its parent on the development and held-out tasks with the second model."""
         tr = self.cfg.transfer
         dev, held = self.ctl.dev_tasks(), sorted(self.cfg.tasks.heldout)
-        part = {**_part(tr.model, "second model", [DEV] + ([HELD] if held else []), tr.r),
+        part = {**new_part(tr.model, "second model", [DEV] + ([HELD] if held else []), tr.r),
                 "base_url": tr.base_url or ""}
         spec, why = second_endpoint(self.exp)
         arms = [(parent, self.exp.commit_of(parent)), (version, commit)]

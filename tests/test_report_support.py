@@ -137,15 +137,13 @@ def _link(vdir: Path, name: str, target: Path) -> None:
 
 def _transfer(exp: Experiment, commit: str, held0: Path, held1: Path) -> None:
     """v1's freeze and transfer events, as evolve.transfer books them (the second model's grids not written)."""
-    from evolve.transfer import HELD, paired_rows, task_counts
+    from evolve.transfer import HELD, new_part, paired_rows, task_counts
 
     exp.ledger.append(Freeze(key=f"{commit}:freeze", version="v1", commit=commit, path="versions/v1/synth-v1.rhz",
                              sha256="0" * 64))
-    fixed = {"model": "scripted-model", "role": "fixed model", "splits": [HELD], "r": R, "status": "done",
-             "rows": paired_rows("scripted-model", HELD, HELDOUT, task_counts(held0), task_counts(held1)),
-             "missing": []}
-    second = {"model": "small-model", "role": "second model", "splits": ["development", HELD], "r": 2,
-              "status": "done", "missing": [],
+    fixed = {**new_part("scripted-model", "fixed model", [HELD], R), "status": "done",
+             "rows": paired_rows("scripted-model", HELD, HELDOUT, task_counts(held0), task_counts(held1))}
+    second = {**new_part("small-model", "second model", ["development", HELD], 2), "status": "done",
               "rows": paired_rows("small-model", "development", DEV, *SMALL) + paired_rows("small-model", HELD,
                                                                                               HELDOUT, *SMALL)}
     exp.ledger.append(TransferEvent(key=f"{commit}:transfer", round=1, version="v1", parent="v0", commit=commit,
