@@ -16,7 +16,7 @@ already there, so after ``kill -9`` (or Ctrl-C / SIGTERM) no finished role call 
     <commit>:analysis:...               (evolve.analysis.pipeline's keys)
     rNN:research:<group id>  rNN:proposal:<group id>  rNN:implementation:<slug>
     the controller's keys (rNN:<slug>:created, C:smoke, C:contracts, trials, C:decision ...)
-    C:grade  rNN:end  evolve:stop:<n>
+    C:grade  C:freeze  C:transfer (and its grids, evolve.transfer)  rNN:end  evolve:stop:<n>
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ from .ledger import (
 )
 from .lock import experiment_lock
 from .store import Experiment
+from .transfer import run_transfer, transfer_pending
 
 log = logging.getLogger(__name__)
 class Evolution:
@@ -216,6 +217,9 @@ class Evolution:
             base = self._controller(grading_baseline(ctl, n, incumbent, named, ctl.baseline_dir or corpus))
         for c, spec in todo:
             self._grade_unit(n, c, spec, *base)
+        if report.adopted and transfer_pending(self.exp, report.adopted):  # freeze and transfer (evolve.transfer)
+            self.budget.check(self.exp, f"round {n}: freeze and transfer evaluation of {report.adopted}")
+            self._controller(run_transfer(self.exp, ctl, n, report.adopted, say=self.say))
         reason = "" if report.adopted else "; ".join(f"{c.slug}: {c.reason}" for c in report.candidates)
         return self._end(n, report.adopted, reason)
 

@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 
 from .evolve_budget import role_spend
 from .store import Experiment
+from .transfer import transfer_of_round
 
 TEMPLATE = Path(__file__).with_name("evolve_round.md.j2")
 
@@ -30,6 +31,7 @@ class RoundRecord(BaseModel):
     grades: list[str] = Field(default_factory=list)
     cost: dict[str, float] = Field(default_factory=dict)
     transcripts: list[str] = Field(default_factory=list)
+    transfer: dict[str, Any] | None = None  # evolve.transfer's paired table, after an adoption
 
 
 def _analysis(folder: Path) -> dict[str, Any]:
@@ -62,12 +64,14 @@ def round_record(exp: Experiment, n: int) -> RoundRecord:
     for e in led.find("proposal", round=n):
         p = e.proposal
         rec.proposals.append({"slug": e.slug, "status": e.status, "summary": p.get("summary", ""),
+                              "tier": p.get("tier") or "",  # proposal tiers; older proposals were all code
                               "predicted_fixes": p.get("predicted_fixes", []),
                               "tasks_at_risk": p.get("tasks_at_risk", []), "revisit_of": p.get("revisit_of"),
                               "reason": e.reason})
     rec.implementations = [{"slug": e.slug, "status": e.status, "branch": e.branch, "commit": e.commit,
                             "reason": e.reason} for e in led.find("implementation", round=n)]
     rec.grades = [e.grade.get("line", "") for e in led.find("grade", round=n)]
+    rec.transfer = transfer_of_round(exp, n)
     if folder.is_dir():
         rec.cost = role_spend(folder).by_role
         rec.transcripts = sorted(str(p.relative_to(exp.root)) for p in folder.rglob("transcripts/*.jsonl"))

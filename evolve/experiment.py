@@ -92,6 +92,18 @@ class Budgets(BaseModel):
     max_usd: float | None = None
 
 
+class TransferConfig(BaseModel):
+    """After an adoption (``evolve.transfer``): vN against its parent on the held-out split with the fixed model,
+    and on the development and held-out tasks with a second model. A record: it never decides anything."""
+
+    model_config = ConfigDict(extra="forbid")
+    enabled: bool = Field(default=True, description="freeze an adopted version and run its transfer evaluation")
+    model: str = Field(default="qwen2.5-coder-0.5b", description="the second model (served name)")
+    base_url: str | None = Field(default=None, description="its OpenAI-compatible endpoint, e.g. "
+                                 "http://127.0.0.1:8081/v1; none: the second-model part is recorded as skipped")
+    r: int = Field(default=4, ge=1, description="repetitions of the second-model grids (small: a record)")
+
+
 class ExperimentConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     version: int = EXPERIMENT_VERSION
@@ -106,6 +118,8 @@ class ExperimentConfig(BaseModel):
     executor: ExecutorConfig = Field(default_factory=ExecutorConfig, description="where grids run: local or a "
                                      "Ray cluster; replicas of the endpoint (trials.executors.config)")
     agents: AgentsConfig = Field(default_factory=AgentsConfig, description="agent roles: backends, limits")
+    transfer: TransferConfig = Field(default_factory=TransferConfig, description="freeze and transfer after an "
+                                     "adoption (evolve.transfer)")
 
     @model_validator(mode="after")
     def _prior_names_development_tasks(self) -> ExperimentConfig:

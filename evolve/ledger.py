@@ -57,7 +57,7 @@ class CheckResult(_Event):
 class TrialDone(_Event):
     kind: Literal["trial_done"] = "trial_done"
     commit: str
-    purpose: Literal["screening", "evaluation", "heldout", "reference", "control", "control_arm"]
+    purpose: Literal["screening", "evaluation", "heldout", "reference", "control", "control_arm", "transfer"]
     task: str
     rep: int
     status: str
@@ -75,7 +75,7 @@ class Screening(_Event):
 class Evaluation(_Event):
     kind: Literal["evaluation"] = "evaluation"
     commit: str
-    purpose: Literal["screening", "evaluation", "heldout", "reference", "control", "control_arm"] = "evaluation"
+    purpose: Literal["screening", "evaluation", "heldout", "reference", "control", "control_arm", "transfer"] = "evaluation"
     complete: bool
     metrics: dict[str, Any] = Field(default_factory=dict)
     job_dir: str = ""
@@ -102,6 +102,18 @@ class Freeze(_Event):
     commit: str
     path: str
     sha256: str
+
+
+class TransferEvent(_Event):
+    """The transfer evaluation of an adopted version against its parent (``evolve.transfer``): the paired
+    table, and each part that was skipped with its reason."""
+
+    kind: Literal["transfer"] = "transfer"
+    round: int
+    version: str
+    parent: str
+    commit: str
+    table: dict[str, Any] = Field(default_factory=dict)
 
 
 class FindingEvent(_Event):
@@ -202,7 +214,7 @@ class RoundEnd(_Event):
 Event = Annotated[
     RoundStart | CandidateCreated | CheckResult | TrialDone | Screening | Evaluation | Adoption | Rejection | Freeze
     | FindingEvent | GroupEvent | ReviewEvent | ResearchEvent | ProposalEvent | ImplementationEvent | GradeEvent
-    | EvolveStop | RoundEnd,
+    | EvolveStop | RoundEnd | TransferEvent,
     Field(discriminator="kind"),
 ]
 _adapter: TypeAdapter[Event] = TypeAdapter(Event)

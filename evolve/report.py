@@ -100,6 +100,7 @@ class Report:
     running: list[dict[str, Any]]
     plots: dict[str, Markup] = field(default_factory=dict)
     evolution: list[Any] = field(default_factory=list)  # evolve.evolve_show.RoundRecord per rise evolve round
+    morning: list[Any] = field(default_factory=list)  # evolve.morning.MorningRound per started round
 
     @property
     def total_spend(self) -> CostSummary:
@@ -231,6 +232,9 @@ def build_report(exp: Experiment) -> Report:
     from .evolve_show import evolve_rounds, round_record  # rise evolve's rounds (none after rise round alone)
 
     report.evolution = [round_record(exp, n) for n in evolve_rounds(exp)]
+    from .morning import morning_rounds
+
+    report.morning = morning_rounds(exp, report)
     report.plots = {"pass_rate": pass_rate_plot(columns), "heatmap": heatmap_plot(tasks, columns),
                     "outcomes": outcomes_plot(columns), "cost": cost_plot(columns)}
     return report

@@ -3,15 +3,22 @@
 # and run one round of `rise evolve` on the experiment runs/demo (scripts/demo-experiment.toml): the seed harness
 # (Terminus-2 + Mid-Harness) as v0, its reference corpus on four starter tasks in the local bubblewrap sandbox,
 # then analysis, research, a proposal, the implementer, checks, screening, evaluation and the decision, with
-# the bundled model in every role. Rerunning it resumes where it stopped (nothing finished is redone).
+# the bundled model in every role; after an adoption, the new version is frozen and compared with its parent on
+# the bundled 0.5B (served on port 8081). Rerunning it resumes where it stopped (nothing finished is redone).
 # Extra arguments go to `rise evolve` (e.g. --rounds 2, --max-hours 3, --no-external-research).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RISE_SETUP_MODELS="${RISE_SETUP_MODELS:-qwen2.5-coder-1.5b}" bash scripts/setup.sh
+RISE_SETUP_MODELS="${RISE_SETUP_MODELS:-qwen2.5-coder-1.5b qwen2.5-coder-0.5b}" bash scripts/setup.sh
 if ! python3 -c 'import httpx, sys; sys.exit(httpx.get("http://127.0.0.1:8080/health", timeout=3).status_code != 200)' \
     2>/dev/null; then
   # 32768 tokens over 2 slots: 16384 per request, room for the roles' conversations (a researcher call passed 8192)
   rise serve bundled -m qwen2.5-coder-1.5b --port 8080 --ctx 32768 -np 2 --detach
+fi
+# the second model of the transfer evaluation after an adoption ([transfer] in demo-experiment.toml); idle till then
+if ! python3 -c 'import httpx, sys; sys.exit(httpx.get("http://127.0.0.1:8081/health", timeout=3).status_code != 200)' \
+    2>/dev/null; then
+  rise serve bundled -m qwen2.5-coder-0.5b --port 8081 --ctx 24576 -np 2 --detach || \
+    echo "the 0.5B did not start: the transfer's second-model part will be recorded as skipped" >&2
 fi
 [ -d runs/demo ] || rise init demo --config scripts/demo-experiment.toml
 exec rise evolve demo --rounds 1 --resume "$@"

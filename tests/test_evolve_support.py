@@ -57,14 +57,14 @@ class FlakyClaimer:
         return _reply("The task is already complete.", None, True)
 
 
-def make_experiment(runs: Path, base_url: str, name: str = "evo", **extra: Any):
-    """An experiment over hello-file and write-json (r = 2, local sandbox, no held-out split)."""
+def make_experiment(runs: Path, base_url: str, name: str = "evo", heldout: tuple[str, ...] = (), **extra: Any):
+    """An experiment over hello-file and write-json (r = 2, local sandbox, by default no held-out split)."""
     from evolve.experiment import ExperimentConfig
     from evolve.store import init_experiment
 
     cfg = ExperimentConfig.model_validate({
         "name": name, "endpoint": {"base_url": base_url, "model": "scripted", "timeout_sec": 30},
-        "tasks": {"dir": str(STARTER), "development": ["hello-file", "write-json"], "heldout": []},
+        "tasks": {"dir": str(STARTER), "development": ["hello-file", "write-json"], "heldout": list(heldout)},
         "r": 2, "env": "local", "concurrency": 1, "adoption": {"policy": "paper"}, **extra})
     return init_experiment(name, cfg, runs_dir=runs)
 

@@ -1,5 +1,8 @@
 """``rise report``: the static HTML report over a synthetic experiment, rendered in headless Chromium; the
-spend and running-job helpers that ``rise status`` prints."""
+spend and running-job helpers that ``rise status`` prints.
+
+The browser test's screenshot is kept: beside the test's tmp folder it is copied to ``$RISE_TEST_ARTIFACTS/
+report.png`` (default ``runs/artifacts/report.png`` in the checkout, where ``.ci/run`` leaves it)."""
 
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from evolve.report import build_report, experiment_spend, render_report, running
 from tests.test_report_support import DEV, build_experiment
 
 runner = CliRunner()
+ARTIFACTS = Path(os.environ.get("RISE_TEST_ARTIFACTS") or Path(__file__).resolve().parents[1] / "runs" / "artifacts")
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary on PATH")
 
@@ -169,9 +173,28 @@ def test_report_renders_in_headless_chromium(exp, tmp_path):
     assert "loop.verify_completion" in text and "sealed" in text
     assert dom.find("table", id="heldout-table") and dom.find("table", id="cost-table")
 
+    # the morning page: per round, tiers, decisions with false adoption and power, grades, diffs, transfer
+    rounds = dom.find("section", cls="morning-round")
+    assert [(m["data-round"], m["data-outcome"]) for m in rounds] == [("1", "adopted v1"), ("2", "in progress")]
+    tiers = {t["data-slug"]: t["data-tier"] for t in dom.find("tr") if "data-tier" in t}
+    assert tiers == {"verify": "code", "harmful": "settings", "flaky": "code (no tier recorded)"}
+    assert "power 82.9% at +0.15 against this baseline" in text and "measured false adoption 43.7%" in text
+    assert dom.find("details", cls="morning-handbook") and dom.find("details", cls="morning-diff")
+    assert dom.find("table", cls="transfer")
+    rows = {(t["data-model"], t["data-split"], t["data-task"]): t["data-difference"] for t in dom.find("tr")
+            if "data-model" in t}
+    # held-out with the fixed model: v0 1/4, v1 3/4; second model (SMALL): beta 0/2 -> 1/2, gamma 1/2 -> 2/2
+    assert rows[("scripted-model", "held-out", "sealed")] == "0.500"
+    assert rows[("small-model", "development", "beta")] == "0.500"
+    assert rows[("small-model", "development", "all")] == "0.250"  # (0 + 0.5 + 0 + 0.5) / 4
+    assert rows[("small-model", "held-out", "sealed")] == "0.500"
+    assert "versions/v1/synth-v1.rhz" in text and "second model" in text
+
     shot = tmp_path / "report.png"
-    done = _chromium(tmp_path / "profile", f"--screenshot={shot}", "--window-size=1200,2400", page.as_uri())
+    done = _chromium(tmp_path / "profile", f"--screenshot={shot}", "--window-size=1200,6400", page.as_uri())
     assert done.returncode == 0 and shot.is_file(), done.stderr[-2000:]
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(shot, ARTIFACTS / "report.png")  # the test artefact (see the module docstring)
     width, bpp, rows = png_pixels(shot)
     colours: dict[bytes, int] = {}
     for row in rows[::3]:

@@ -1,9 +1,11 @@
 """A synthetic experiment for the inspection tests (no tests here): a real store (git harness repo, tags,
 candidate branches), ledger events as the controller writes them, and small fake job folders.
 
-Dev tasks alpha..delta × r=4, held-out task ``sealed``. v0 = a toy seed. Round 1: candidate ``verify`` fixes
-``beta`` and ``gamma`` (adopted as v1; it changes settings.toml, the Handbook and the code); candidate
-``harmful`` regresses ``alpha`` (rejected, regressions listed). Round 2: candidate ``flaky`` has two ⊥ cells
+Dev tasks alpha..delta × r=4, held-out task ``sealed``. v0 = a toy seed. Round 1: candidate ``verify`` (tier
+code) fixes ``beta`` and ``gamma`` (adopted as v1; it changes settings.toml, the Handbook and the code);
+candidate ``harmful`` (tier settings) regresses ``alpha`` (rejected, regressions listed); both decisions record
+their power; v1 is frozen and its transfer table booked (the held-out grids with the experiment's model, and
+second-model counts given here: :data:`SMALL`). Round 2: candidate ``flaky`` (no tier recorded) has two ⊥ cells
 (the model server was unreachable), so its decision is blocked.
 """
 
@@ -19,9 +21,12 @@ from evolve.ledger import (
     CandidateCreated,
     CheckResult,
     Evaluation,
+    Freeze,
+    ProposalEvent,
     Rejection,
     RoundStart,
     Screening,
+    TransferEvent,
     TrialDone,
 )
 from evolve.store import Experiment, init_experiment
@@ -43,6 +48,10 @@ VERIFY = {"alpha": [P, P, P, P], "beta": [P, P, P, P], "gamma": [P, P, P, P], "d
 VERIFY_HELD = {"sealed": [P, P, F, P]}
 HARMFUL = {"alpha": [P, F, F, F], "beta": [F, F, F, F], "gamma": [P, F, F, F], "delta": [F, F, F, F]}
 FLAKY = {"alpha": [P, P, X, P], "beta": [P, P, P, P], "gamma": [P, X, P, P], "delta": [F, P, F, F]}
+# the second model's (passes, runs) per task at r = 2: v0, then v1 (evolve.transfer's counts)
+SMALL = ({"alpha": (2, 2), "beta": (0, 2), "delta": (0, 2), "gamma": (1, 2), "sealed": (0, 2)},
+         {"alpha": (2, 2), "beta": (1, 2), "delta": (0, 2), "gamma": (2, 2), "sealed": (1, 2)})
+POWER = ("power", "power_gain", "detectable_gain")
 
 NEW_BEHAVIOUR = '''
 [[stages.behaviours]]
@@ -126,6 +135,22 @@ def _link(vdir: Path, name: str, target: Path) -> None:
     (vdir / name).symlink_to(os.path.relpath(target, vdir))
 
 
+def _transfer(exp: Experiment, commit: str, held0: Path, held1: Path) -> None:
+    """v1's freeze and transfer events, as evolve.transfer books them (the second model's grids not written)."""
+    from evolve.transfer import HELD, new_part, paired_rows, task_counts
+
+    exp.ledger.append(Freeze(key=f"{commit}:freeze", version="v1", commit=commit, path="versions/v1/synth-v1.rhz",
+                             sha256="0" * 64))
+    fixed = {**new_part("scripted-model", "fixed model", [HELD], R), "status": "done",
+             "rows": paired_rows("scripted-model", HELD, HELDOUT, task_counts(held0), task_counts(held1))}
+    second = {**new_part("small-model", "second model", ["development", HELD], 2), "status": "done",
+              "rows": paired_rows("small-model", "development", DEV, *SMALL) + paired_rows("small-model", HELD,
+                                                                                              HELDOUT, *SMALL)}
+    exp.ledger.append(TransferEvent(key=f"{commit}:transfer", round=1, version="v1", parent="v0", commit=commit,
+                                    table={"version": "v1", "parent": "v0", "frozen": "versions/v1/synth-v1.rhz",
+                                           "parts": [fixed, second]}))
+
+
 def build_experiment(runs: Path, seed_parent: Path) -> Experiment:
     cfg = ExperimentConfig.model_validate({
         "name": "synth", "endpoint": {"base_url": "http://127.0.0.1:9/v1", "model": "scripted-model"},
@@ -164,20 +189,23 @@ def build_experiment(runs: Path, seed_parent: Path) -> Experiment:
     ev_v = write_job(root / "rounds" / "r01" / "verify" / "evaluation", VERIFY, tokens=1500)
     _book(led, cv, cv, "evaluation", ev_v, root, VERIFY)
     _evaluation(led, f"{cv}:evaluation", cv, ev_v, root, "evaluation")
-    d_v = decide(_grid(VERIFY), base, DEV, R, policy="paper")
+    d_v = decide(_grid(VERIFY), base, DEV, R, policy="paper", power_gain=0.15)
     assert d_v.adopt
 
     ch, _ = _candidate(exp, 1, "harmful", harmful_edit)
     ev_h = write_job(root / "rounds" / "r01" / "harmful" / "evaluation", HARMFUL, tokens=800)
     _book(led, ch, ch, "evaluation", ev_h, root, HARMFUL)
     _evaluation(led, f"{ch}:evaluation", ch, ev_h, root, "evaluation")
-    d_h = decide(_grid(HARMFUL), base, DEV, R, policy="paper")
+    d_h = decide(_grid(HARMFUL), base, DEV, R, policy="paper", power_gain=0.15)
     assert not d_h.adopt and d_h.regressions == ["alpha"]
     reason = d_h.reason + f"; regressions of stable passes: {', '.join(d_h.regressions)}"
     led.append(Rejection(key=f"{ch}:decision", commit=ch, reason=reason,
                          decision={"adopt": False, "reason": reason, "regressions": d_h.regressions,
                                    "candidate_pass1": d_h.candidate_pass1, "baseline_pass1": d_h.baseline_pass1,
-                                   "final": True}))
+                                   "final": True, **{k: getattr(d_h, k) for k in POWER}}))
+    for slug, tier in (("verify", "code"), ("harmful", "settings")):
+        led.append(ProposalEvent(key=f"r01:proposal:{slug}", round=1, slug=slug, status="valid",
+                                 proposal={"mechanism": slug, "tier": tier, "summary": f"the {slug} candidate"}))
 
     # publication of v1
     held1 = write_job(root / "versions" / "v1" / "heldout", VERIFY_HELD)
@@ -189,7 +217,8 @@ def build_experiment(runs: Path, seed_parent: Path) -> Experiment:
     led.append(Adoption(key=f"{cv}:adoption", commit=cv, version="v1", parent="v0",
                         decision={"adopt": True, "reason": d_v.reason, "regressions": [],
                                   "candidate_pass1": d_v.candidate_pass1, "baseline_pass1": d_v.baseline_pass1,
-                                  "pass_at_1": d_v.candidate_pass1}))
+                                  "pass_at_1": d_v.candidate_pass1, **{k: getattr(d_v, k) for k in POWER}}))
+    _transfer(exp, cv, held0, held1)
 
     # round 2: a ⊥-blocked evaluation
     led.append(RoundStart(key="r02:start", round=2, incumbent="v1"))

@@ -64,7 +64,7 @@ from .adoption import Policy, decide
 
 log = logging.getLogger(__name__)
 
-Purpose = Literal["screening", "evaluation", "heldout", "reference", "control", "control_arm"]
+Purpose = Literal["screening", "evaluation", "heldout", "reference", "control", "control_arm", "transfer"]
 KILL_ENV = "RISE_TEST_KILL_AT"
 _kill_counts: Counter[str] = Counter()
 
