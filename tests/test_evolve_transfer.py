@@ -150,12 +150,14 @@ def test_adopting_round_then_transfer_killed_and_resumed(tmp_path, flaky_server)
     assert sorted(c.split()[0] for c in calls_logged(calls)) == ["analyst", "implementer", "proposer"]
     (adoption,) = led.find("adoption")
     c1, c0 = adoption.commit, exp.commit_of("v0")
-    # each cell once: v0 reference 2 x 2 + held-out 2, screening 1, evaluation 4, v1 held-out 2, transfer 2 x 3
+    # each cell once: v0 reference 2 x 2 + held-out 2, screening 1, evaluation 4, v1 held-out 2, transfer 2 x 3,
+    # and the fresh grading runs of v0 on the 2 named tasks x r = 2 (evolve.grading_runs)
     done = led.find("trial_done")
     assert all(e.status != "infra" for e in done)
     transfer = sorted((e.commit, e.task) for e in done if e.purpose == "transfer")
     tasks = ["count-lines", "hello-file", "write-json"]
-    assert transfer == sorted([(c0, t) for t in tasks] + [(c1, t) for t in tasks]) and len(done) == 19
+    assert transfer == sorted([(c0, t) for t in tasks] + [(c1, t) for t in tasks]) and len(done) == 23
+    assert sum(":grading:" in e.key for e in done) == 4
     assert {e.key.rsplit(":", 2)[0] for e in done if e.purpose == "transfer"} == {
         f"{c0}:transfer:scripted-small", f"{c1}:transfer:scripted-small"}
 
