@@ -333,7 +333,8 @@ class Evolution:
                                 revisit=revisit, dev_tasks=ctl.dev_tasks(), stable_tasks=stable)
         try:
             spec, verdict, res = propose(inputs, workspace, self.backends("proposer", key), guard, role=role,
-                                         transcripts=rdir / "transcripts", harness=workspace)
+                                         saved=unit_file(rdir, key), transcripts=rdir / "transcripts",
+                                         harness=workspace)
         except RoleError as exc:
             self._append(ProposalEvent(key=key, round=n, slug="", status="failed", reason=str(exc),
                                        role_call=error_info(exc)), "evolve-proposal")

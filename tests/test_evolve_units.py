@@ -134,7 +134,13 @@ def test_the_researcher_runs_its_configured_role_and_its_failure_is_saved(tmp_pa
     assert out["outcome"] == "no_precedent" and "research failed" in out["statement"]
     (ev,) = exp.ledger.find("research")
     assert ev.role_call["error"] == "backend"
-    assert list((rdir / "units").glob("*.json"))  # the failed call was saved before its event
+    (saved,) = (rdir / "units").glob("*.json")  # the failed call was saved before its event
+    # a resume that finds it raises the saved failure again: no second call
+    from evolve.researcher import inputs_from_group, research_group
+
+    with pytest.raises(RoleError, match="refused by the test double"):
+        research_group(inputs_from_group(g), rdir, backend, research, saved=saved)
+    assert len(backend.roles) == 1
 
 
 def test_patience_counts_the_rounds_of_earlier_invocations(tmp_path, monkeypatch):
