@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import git
 import tomlkit
@@ -15,8 +15,12 @@ from unidiff import PatchSet, UnidiffParseError
 from validate.contracts import changed_contracts, load_contracts
 from validate.evaluate import kill_point
 
-from .ledger import CandidateCreated, CheckResult
+from .identity import repaired_to
+from .ledger import CandidateCreated
 from .round_model import CandidateInput, ControllerError
+
+if TYPE_CHECKING:
+    from .store import Experiment
 
 COMMIT_MARK = "rise candidate"
 
@@ -57,6 +61,14 @@ def set_toml_value(path: Path, dotted: str, value: Any) -> bool:
     return True
 
 
+def reset_worktree(exp: Experiment, wt: Path, commit: str) -> None:
+    """Back to ``commit``, edits and untracked files gone: what a call or step a kill cut off left behind (hardened
+    git, evolve.gitsafe: the worktree's ``.git`` verified, no hook or config of the worktree runs)."""
+    repo = exp.worktree_repo(wt)
+    repo.git.reset("--hard", commit)
+    repo.git.clean("-ffdx")  # -ff: a nested repository planted in the worktree goes too
+
+
 def boundaries_added(candidate: Path, incumbent: Path) -> list[str]:
     """Boundaries of ``recording.toml`` the candidate adds to the incumbent's (screening's last resort)."""
     def targets(d: Path) -> list[str]:
@@ -90,8 +102,7 @@ class CandidateCreation:
         ours = head.hexsha != base and head.message.startswith(COMMIT_MARK)
         if is_patch and not ours:
             if head.hexsha != base or repo.is_dirty(untracked_files=True):  # a half-made candidate of a kill
-                repo.git.reset("--hard", base)
-                repo.git.clean("-ffdx")  # -ff: a nested repository planted in the worktree goes too
+                reset_worktree(self.exp, wt, base)
             repo.git.apply(f"-p{patch_strip(source)}", "--whitespace=nowarn", str(source.resolve()))
         enabled = self.enable_switches(wt, self.version_dir(incumbent))
         commit = self.exp.commit_worktree(wt, f"{COMMIT_MARK} {cand.slug} (round {round_no}) from {source.name}")
@@ -140,19 +151,11 @@ class CandidateCreation:
         return enabled
 
     def current_commit(self, commit: str) -> str:
-        """Follow repairs: a contracts check that repaired ``commit`` names the commit it led to. That run's last
-        attempt ran on the repaired code, so it is also the repaired commit's contracts result; where a kill came
-        between booking the two, the second is booked here from the first, and a resume does not run it again."""
-        while True:
-            ev = self.led.find("check_result", key=f"{commit}:contracts")
-            nxt = ev[0].details.get("repaired_to") if ev else None
-            if not nxt:
-                return commit
-            first = ev[0]
-            if "repaired_passed" in first.details and not self.led.find("check_result", key=f"{nxt}:contracts"):
-                details = {k: v for k, v in first.details.items() if k not in ("repaired_to", "repaired_passed")}
-                self.led.append(CheckResult(key=f"{nxt}:contracts", commit=nxt, stage="contracts",
-                                            passed=first.details["repaired_passed"], details=details,
-                                            attempt=first.attempt + 1))
+        """Follow repairs: the commit the candidate created at ``commit`` has now (``C:repair`` events, or the
+        ``repaired_to`` of a check in ledgers written before repairs were units of their own)."""
+        moved = {e.commit: nxt for e in self.led.events if (nxt := repaired_to(e))}
+        seen = {commit}
+        while (nxt := moved.get(commit)) and nxt not in seen:
             commit = nxt
-
+            seen.add(commit)
+        return commit

@@ -1,10 +1,12 @@
-"""Stages 2 and 3 of a round: the checks (the overfitting guard, smoke, then contracts with the repair hook; a
-repaired worktree is committed, guarded and smoke-checked again) and the screening (the candidate on the tasks
-its proposal concerns, r=1: the mechanism must show in the spans)."""
+"""Stages 2 and 3 of a round: the checks (the overfitting guard on every commit, smoke, then contracts; a failed
+check goes to the repair hook, one booked unit per repair, and the repaired commit is guarded and checked again
+from the smoke check) and the screening (the candidate on the tasks its proposal concerns, r=1: the mechanism must
+show in the spans)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,18 +14,19 @@ from typing import Any
 from validate.contracts import changed_contracts, mechanism_spans
 from validate.evaluate import kill_point, screen
 
-from .candidates import COMMIT_MARK, boundaries_added
-from .ledger import CheckResult, Screening
+from .candidates import COMMIT_MARK, boundaries_added, reset_worktree
+from .identity import candidate_of_commits, repairs_of
+from .ledger import CheckResult, RepairEvent, Screening
 from .proposals.guard import OverfitGuard
 from .round_model import (
     CandidateInput,
     CandidateReport,
-    ControllerError,
     LedgerBook,
     Stop,
     charged_cells,
     why,
 )
+from .units import write_unit
 
 
 @dataclass
@@ -31,7 +34,8 @@ class Checks:
     """The check stage's two functions (real ones by default; tests may pass stand-ins).
 
     ``smoke(dir, out_dir) -> (passed, details)``; ``contracts(candidate, incumbent, frozen_path, repair, max_repairs,
-    out_dir) -> (passed, details)`` (async)."""
+    out_dir) -> (passed, details)`` (async). The controller passes no repair hook (None, 0) to the contracts: it
+    makes each repair itself, as a booked unit (:meth:`CheckStages.repair_unit`)."""
 
     smoke: Any = None
     contracts: Any = None
@@ -60,49 +64,39 @@ async def _real_contracts(candidate: Path, incumbent: Path, frozen: Path, repair
 
 class CheckStages:
     """The check and screening stages of :class:`evolve.controller.Controller` (a mixin: it uses the
-    controller's ``exp``, ``led``, ``checks``, ``repair``, ``version_dir``, ``plan`` and ``reject``)."""
+    controller's ``exp``, ``led``, ``checks``, ``repair``, ``max_repairs``, ``version_dir``, ``plan`` and ``reject``).
+
+    ``repair(worktree, failures)`` returns True when it changed the worktree, or a dict ``{"changed": bool,
+    "role_call": {...}}`` (the implementer's hook: the call's transcript and cost go into the repair event)."""
 
     async def run_checks(self, incumbent: str, commit: str, wt: Path) -> tuple[str, Path]:
-        for attempt in range(1, 2 * self.max_repairs + 3):  # smoke and contract repairs, then the last checks
-            self.guard_commit(incumbent, commit)  # the implementation, then each repair: what gets evaluated
-            smoke = self.led.find("check_result", key=f"{commit}:smoke")
-            if not smoke:
-                passed, details = await self.checks.smoke(wt, self.exp.root / "checks" / commit[:12] / "smoke")
-                smoke = [self.led.append(CheckResult(key=f"{commit}:smoke", commit=commit, stage="smoke",
-                                                     passed=passed, details=details, attempt=attempt))]
-                kill_point("smoke")
-            if not smoke[0].passed:
-                repaired = await self._repair_smoke(commit, wt, smoke[0], attempt)
-                if repaired is not None:
-                    commit = repaired
-                    continue  # smoke again on the repaired commit
-                self.reject(commit, CandidateReport(""), f"smoke check failed: {why(smoke[0].details)}",
-                            {"stage": "smoke", "details": smoke[0].details})
-            ev = self.led.find("check_result", key=f"{commit}:contracts")
+        """Smoke, then contracts; a failed check goes to the repair hook (:meth:`repair_unit`) and the repaired
+        commit is checked from the start. The candidate's commit after its checks, or a final Rejection."""
+        while True:
+            self.guard_commit(incumbent, commit)  # the implementation, then each repair: what is evaluated
+            ev = self.led.find("check_result", key=f"{commit}:smoke")
             if not ev:
-                out = self.exp.root / "checks" / commit[:12] / "contracts"
-                passed, details = await self.checks.contracts(wt, self.version_dir(incumbent),
-                                                              self.exp.root / "contracts_frozen.json",
-                                                              self.repair, self.max_repairs, out)
-                new = commit if self.repair is None else \
-                    self.exp.commit_worktree(wt, f"{COMMIT_MARK} repair of {commit[:12]} after contracts")
-                if new != commit:  # the repair loop changed the code: the last attempt ran on `new`
-                    ev = [self.led.append(CheckResult(
-                        key=f"{commit}:contracts", commit=commit, stage="contracts", passed=False,
-                        details={**details, "repaired_to": new, "repaired_passed": passed}, attempt=attempt))]
-                    kill_point("contracts_repair")  # between the two events: a resume books `new`'s from this one
-                else:
+                passed, details = await self.checks.smoke(wt, self.exp.root / "checks" / commit[:12] / "smoke")
+                ev = [self.led.append(CheckResult(key=f"{commit}:smoke", commit=commit, stage="smoke",
+                                                  passed=passed, details=details))]
+                kill_point("smoke")
+            if ev[0].passed:
+                ev = self.led.find("check_result", key=f"{commit}:contracts")
+                if not ev:  # no repair hook inside: each repair is a unit of its own, booked here
+                    out = self.exp.root / "checks" / commit[:12] / "contracts"
+                    passed, details = await self.checks.contracts(wt, self.version_dir(incumbent),
+                                                                  self.exp.root / "contracts_frozen.json", None, 0, out)
                     ev = [self.led.append(CheckResult(key=f"{commit}:contracts", commit=commit, stage="contracts",
-                                                      passed=passed, details=details, attempt=attempt))]
+                                                      passed=passed, details=details))]
                     kill_point("contracts")
-            if ev[0].details.get("repaired_to"):
-                commit = self.current_commit(commit)
-                continue  # smoke again on the repaired commit
-            if not ev[0].passed:
-                self.reject(commit, CandidateReport(""), f"contracts failed: {why(ev[0].details)}",
-                            {"stage": "contracts", "details": ev[0].details})
-            return commit, wt
-        raise ControllerError(f"{commit[:12]}: checks did not settle after {self.max_repairs} repairs")
+                if ev[0].passed:
+                    return commit, wt
+            new = await self.repair_unit(commit, wt, ev[0])
+            if new is None:
+                what = "smoke check failed" if ev[0].stage == "smoke" else "contracts failed"
+                self.reject(commit, CandidateReport(""), f"{what}: {why(ev[0].details)}",
+                            {"stage": ev[0].stage, "details": ev[0].details})
+            commit = new
 
     def guard_commit(self, incumbent: str, commit: str) -> None:
         """The overfitting guard on everything ``commit`` adds to the incumbent: a commit quoting a development
@@ -115,24 +109,38 @@ class CheckStages:
             self.reject(commit, CandidateReport(""), verdict.reason(),
                         {"stage": "guard", "quotes": [q.model_dump() for q in verdict.quotes]})
 
-    async def _repair_smoke(self, commit: str, wt: Path, smoke: Any, attempt: int) -> str | None:
-        """A failed smoke check goes to the repair hook (the implementer) like failed contracts do, within the
-        same bound of ``max_repairs`` attempts; the repaired commit, or None (no hook, bound reached, nothing
-        changed). Keyed ``C:smoke-repair`` so a resume after the repair goes straight on to the repaired commit."""
-        done = self.led.find("check_result", key=f"{commit}:smoke-repair")
-        if done:
-            return done[0].details.get("repaired_to")
-        if self.repair is None or attempt > self.max_repairs:
+    async def repair_unit(self, commit: str, wt: Path, check: Any) -> str | None:
+        """One repair call on a failed check, a unit like any paid call: at most ``max_repairs`` per candidate
+        (counted from the ledger, whatever commit each was booked under), reserved by the hook (``rise evolve``
+        checks its budget first), its result saved beside the checks before the commit and the ``C:repair``
+        event, so a kill after the call books that result instead of paying again, and a kill inside the call
+        redoes it from the commit it repairs. The repaired commit, or None (no hook, bound reached, no change)."""
+        if (done := self.led.find("repair", key=f"{commit}:repair")):
+            return done[0].repaired_to
+        candidate = candidate_of_commits(self.led.events).get(commit, commit)
+        number = len(repairs_of(self.led.events, candidate)) + 1
+        if self.repair is None or number > self.max_repairs:
             return None
-        failures = [str(f) for f in smoke.details.get("failures") or []] or [why(smoke.details)]
-        failures = [f"smoke check (one scripted trial of the harness) failed: {f}" for f in failures]
-        changed = await asyncio.to_thread(self.repair, wt, failures)
-        new = self.exp.commit_worktree(wt, f"{COMMIT_MARK} repair of {commit[:12]} after the smoke check") \
-            if changed else commit
-        self.led.append(CheckResult(key=f"{commit}:smoke-repair", commit=commit, stage="smoke", passed=False,
-                                    details={**smoke.details, "repaired_to": new if new != commit else None},
-                                    attempt=attempt))
-        kill_point("smoke_repair")
+        failures = [str(f) for f in check.details.get("failures") or []] or [why(check.details)]
+        if check.stage == "smoke":
+            failures = [f"smoke check (one scripted trial of the harness) failed: {f}" for f in failures]
+        saved = self.exp.root / "checks" / commit[:12] / "repair.json"
+        if saved.is_file():  # the call finished before a kill: its edits are in the worktree, book them
+            result = json.loads(saved.read_text())
+        else:
+            reset_worktree(self.exp, wt, commit)  # a call a kill cut off left edits nobody booked
+            out = await asyncio.to_thread(self.repair, wt, failures)
+            result = out if isinstance(out, dict) else {"changed": bool(out)}
+            write_unit(saved, result)
+            kill_point("repair-result")
+        new = self.exp.commit_worktree(wt, f"{COMMIT_MARK} repair {number} of {commit[:12]} after the {check.stage} "
+                                           f"check") if result.get("changed") else commit
+        if new == commit:
+            reset_worktree(self.exp, wt, commit)  # a failed call may leave half an edit
+        self.led.append(RepairEvent(key=f"{commit}:repair", commit=commit, candidate=candidate, stage=check.stage,
+                                    number=number, repaired_to=new if new != commit else None, failures=failures,
+                                    role_call=result.get("role_call") or {}))
+        kill_point("repair")
         return new if new != commit else None
 
     # -- stage 3: screening ---------------------------------------------------------------------------------

@@ -6,8 +6,9 @@ commit of the harness repository) through
 1. creation: branch ``cand/rNN-slug`` and its worktree from the incumbent, the patch applied, the switch of
    every mechanism whose contract it adds or changes turned on in ``settings.toml`` (the evaluated commit is
    the one that would be adopted), one commit;
-2. checks: smoke (``validate.smoke``), then contracts in three configurations (``validate.contracts``) with the
-   repair hook; a repaired worktree is committed and smoke-checked again;
+2. checks: smoke (``validate.smoke``), then contracts in three configurations (``validate.contracts``); a failed
+   check goes to the repair hook (at most ``max_repairs`` per candidate, each a booked unit), and the repaired
+   commit is checked again from the smoke check;
 3. screening: the candidate on the tasks its proposal concerns (r=1); the mechanism must show in the spans;
 4. full evaluation: the development set × r (``validate.evaluate``), optionally stopped early by curtailment;
 5. decision against the baseline: the incumbent's reference runs (``versions/vN/reference``) or a fresh control
@@ -26,14 +27,15 @@ file holds the round itself, reference and control grids, evaluation and publica
 Every step is a keyed ledger event, written after its work is durable, so ``--resume`` after ``kill -9`` skips
 what is finished and redoes only the unit in flight. Keys (C = candidate commit, I = incumbent commit):
 
-    rNN:start  rNN:<slug>:created  C:smoke  C:contracts  C:screening:<task>:<rep>  C:screening
+    rNN:start  rNN:<slug>:created  C:smoke  C:contracts  C:repair  C:screening:<task>:<rep>  C:screening
     C:<task>:<rep> (evaluation trials)  C:evaluation  C:decision (final Rejection)  C:adoption
     C:heldout:<task>:<rep>  C:heldout  C:reference (the adopted grid as reference corpus)
     I:reference:<task>:<rep>  I:reference (v0's reference runs)  I:control:rNN:<task>:<rep>  I:control:rNN
     <trial key>:infra<n> (a ⊥ attempt)  C:blocked:<n> (a non-final Rejection: ⊥ cells block the decision)
 
-A repaired candidate: ``C:contracts`` holds ``details.repaired_to = C2`` (and ``repaired_passed``, the result
-``C2:contracts`` is booked with next, or on resume if a kill came between) and the work goes on under C2.
+A repaired candidate: ``C:repair`` (a ``repair`` event: the call's transcript and cost, ``repaired_to = C2``) and
+the work goes on under C2; the candidate keeps its identity ``rNN:<slug>`` (:mod:`evolve.identity`) whatever
+repairs changed, and only a final Rejection (``C:decision``) settles it.
 A ⊥ cell in an evaluation blocks the decision (the blocked Rejection gives the reason); the round is not
 published until a resume reruns those cells. ``Evaluation.purpose`` (also in ``metrics["purpose"]``) says which grid an Evaluation
 is (evaluation, reference, heldout, control).

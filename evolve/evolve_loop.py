@@ -6,16 +6,18 @@
     publication) → grading of every decided candidate's predictions → ``round_end``.
 
 Stopping conditions: K rounds done (``--rounds K`` names the last round number), no flipping tasks, no group to
-propose for, ``patience`` rounds in a row without adoption, a budget (:mod:`evolve.evolve_budget`; checked
-before each unit, the only non-final stop: raise the budget and ``--resume``), a blocked round (⊥ cells: resume).
+propose for, ``patience`` rounds in a row without adoption (counted from the ledger, across invocations), a
+budget (:mod:`evolve.evolve_budget`; checked before each unit, repairs included, the only non-final stop: raise
+the budget and ``--resume``), a blocked round (⊥ cells: resume).
 
 Every unit is a keyed ledger event written right after its work is durable, and a resumed loop skips every key
-already there, so after ``kill -9`` (or Ctrl-C / SIGTERM) no finished role call or trial is repeated:
+already there; a role call's result is saved in ``rounds/rNN/units/`` before its commit and event
+(:mod:`evolve.units`), so after ``kill -9`` (or Ctrl-C / SIGTERM) no finished role call or trial is repeated:
 
     rNN:start (RoundStart, written by the loop so round numbers stay consecutive)
     <commit>:analysis:...               (evolve.analysis.pipeline's keys)
     rNN:research:<group id>  rNN:proposal:<group id>  rNN:implementation:<slug>
-    the controller's keys (rNN:<slug>:created, C:smoke, C:contracts, trials, C:decision ...)
+    the controller's keys (rNN:<slug>:created, C:smoke, C:contracts, C:repair, trials, C:decision ...)
     C:grade  C:freeze  C:transfer (and its grids, evolve.transfer)  rNN:end  evolve:stop:<n>
 """
 
@@ -43,6 +45,7 @@ from .evolve_options import BackendFactory, EvolveOptions, EvolveReport, default
 from .evolve_show import write_round_summary
 from .grading import grade
 from .grading_runs import grading_baseline
+from .identity import final_rejections
 from .ledger import (
     EvolveStop,
     GradeEvent,
@@ -55,6 +58,7 @@ from .ledger import (
 from .lock import experiment_lock
 from .store import Experiment
 from .transfer import run_transfer, transfer_pending
+from .units import unit_file
 
 log = logging.getLogger(__name__)
 class Evolution:
@@ -116,6 +120,14 @@ class Evolution:
             return open_[0]
         return max(finished | started, default=0) + 1
 
+    def rounds_without_adoption(self) -> int:
+        """Rounds in a row, up to the last one ended, that adopted nothing: from the ledger, so every invocation
+        (``--resume``, a ``--max-hours`` run continued) counts the rounds of the ones before."""
+        dry = 0
+        for e in sorted(self.led.find("round_end"), key=lambda e: e.round):
+            dry = 0 if e.adopted else dry + 1
+        return dry
+
     # ------------------------------------------------------------------------------------------ the loop
     def run(self) -> EvolveReport:
         """Run rounds until a stopping condition; returns what each round did and why the loop stopped."""
@@ -124,7 +136,6 @@ class Evolution:
             n = self._next_round()
             if self.preflight is not None and n <= self.opt.rounds:
                 self.preflight()
-            dry = 0
             while True:
                 if n > self.opt.rounds:
                     out = self._stop(n - 1, f"{self.opt.rounds} round(s) done")
@@ -139,7 +150,7 @@ class Evolution:
                 if stop:
                     out = self._stop(n, reason, final=stop != "resume")
                     break
-                dry = 0 if adopted else dry + 1
+                dry = self.rounds_without_adoption()
                 if dry >= self.opt.patience:
                     out = self._stop(n, f"{dry} round(s) in a row without adoption (patience {self.opt.patience})")
                     break
@@ -165,9 +176,13 @@ class Evolution:
         if not started:
             self.led.append(RoundStart(key=f"{rkey}:start", round=n, incumbent=incumbent))
         incumbent_dir = ctl.version_dir(incumbent)
-        # contract failures go back to the implementer (bounded by max_repairs, the controller's loop)
+        # check failures go back to the implementer (at most max_repairs per candidate, each a booked unit of
+        # the controller's), each repair reserved in the budget before it starts
+        implementer = self.role(IMPLEMENTER)
         ctl.repair = repair_hook(self.exp, lambda wt: self.backends("implementer", f"repair-{wt}"), self.specs,
-                                 incumbent_dir, [], role=self.role(IMPLEMENTER), transcripts=rdir / "transcripts")
+                                 incumbent_dir, [], role=implementer, transcripts=rdir / "transcripts",
+                                 before=lambda wt: self.budget.check(self.exp, f"a repair of {wt.parent.name}",
+                                                                     "implementer", implementer.limits.max_usd))
         ctl.max_repairs = self.opt.max_repairs
         corpus = self.exp.root / "versions" / incumbent / "reference"
         pairs = make_pairs(corpus, per_task=self.opt.per_task, total=self.opt.max_pairs)
@@ -268,10 +283,10 @@ class Evolution:
 
     def _evidence(self, g: Group) -> str:
         """Why earlier candidates for this group's signature were rejected."""
-        created = {e.commit: e for e in self.led.find("candidate_created")
-                   if (e.proposal.get("group") or {}).get("signature") == g.signature}
-        lines = [f"{created[e.commit].key.split(':')[1]}: {e.reason}" for e in self.led.find("rejection")
-                 if e.commit in created]
+        created = [e.key.removesuffix(":created") for e in self.led.find("candidate_created")
+                   if (e.proposal.get("group") or {}).get("signature") == g.signature]
+        rejected = final_rejections(self.led.events)
+        lines = [f"{cid.split(':')[1]}: {e.reason}" for cid in created for e in rejected.get(cid, [])]
         return "; ".join(lines) or "rejected earlier"
 
     def _research_unit(self, n: int, g: Group, rdir: Path) -> dict[str, Any]:
@@ -295,9 +310,10 @@ class Evolution:
                                           statement=f"research corpus unavailable ({exc}): local design")
                 info = {}
             try:
-                if research is not None:  # research_group runs the registered role (its own limits)
+                if research is not None:  # the configured role; its result saved before the event
                     outcome = research_group(inputs_from_group(g), rdir, self.backends("researcher", key),
-                                             research, transcripts=rdir / "transcripts")
+                                             research, role=role, saved=unit_file(rdir, key),
+                                             transcripts=rdir / "transcripts")
                     info = {"role": "researcher", "call_id": outcome.call_id, "transcript": outcome.transcript,
                             "cost": outcome.cost}
             except RoleError as exc:
@@ -334,7 +350,8 @@ class Evolution:
                                 revisit=revisit, dev_tasks=ctl.dev_tasks(), stable_tasks=stable)
         try:
             spec, verdict, res = propose(inputs, workspace, self.backends("proposer", key), guard, role=role,
-                                         transcripts=rdir / "transcripts", harness=workspace)
+                                         saved=unit_file(rdir, key), transcripts=rdir / "transcripts",
+                                         harness=workspace)
         except RoleError as exc:
             self._append(ProposalEvent(key=key, round=n, slug="", status="failed", reason=str(exc),
                                        role_call=error_info(exc)), "evolve-proposal")
@@ -366,7 +383,8 @@ class Evolution:
         self.budget.check(self.exp, f"implementation of {slug}", "implementer", role.limits.max_usd)
         try:
             branch, commit, res = implement(self.exp, n, spec, self.backends("implementer", key), slug=slug,
-                                            incumbent_dir=incumbent_dir, role=role, transcripts=rdir / "transcripts")
+                                            incumbent_dir=incumbent_dir, role=role, saved=unit_file(rdir, key),
+                                            transcripts=rdir / "transcripts")
         except RoleError as exc:
             self._append(ImplementationEvent(key=key, round=n, slug=slug, status="failed", reason=str(exc),
                                              role_call=error_info(exc)), "evolve-implementation")

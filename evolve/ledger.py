@@ -96,6 +96,20 @@ class Rejection(_Event):
     decision: dict[str, Any] = Field(default_factory=dict)
 
 
+class RepairEvent(_Event):
+    """One repair call (the implementer, on a failed smoke or contracts check): the commit it repaired, the commit
+    it led to (None: nothing changed or the call failed), its number along the candidate's repairs, its call."""
+
+    kind: Literal["repair"] = "repair"
+    commit: str
+    candidate: str = Field(description="the candidate's identity, rNN:slug (the same whatever repairs changed)")
+    stage: Literal["smoke", "contracts"]
+    number: int = Field(ge=1, description="1 for the candidate's first repair, up to max_repairs")
+    repaired_to: str | None = None
+    failures: list[str] = Field(default_factory=list)
+    role_call: dict[str, Any] = Field(default_factory=dict, description="call id, transcript, usage, cost, seconds")
+
+
 class Freeze(_Event):
     kind: Literal["freeze"] = "freeze"
     version: str
@@ -212,7 +226,8 @@ class RoundEnd(_Event):
 
 
 Event = Annotated[
-    RoundStart | CandidateCreated | CheckResult | TrialDone | Screening | Evaluation | Adoption | Rejection | Freeze
+    RoundStart | CandidateCreated | CheckResult | RepairEvent | TrialDone | Screening | Evaluation | Adoption
+    | Rejection | Freeze
     | FindingEvent | GroupEvent | ReviewEvent | ResearchEvent | ProposalEvent | ImplementationEvent | GradeEvent
     | EvolveStop | RoundEnd | TransferEvent,
     Field(discriminator="kind"),

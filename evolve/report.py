@@ -136,6 +136,9 @@ def _candidates(exp: Experiment) -> list[CandidateRow]:
             if ev.kind == "check_result":
                 extra = " (repaired)" if ev.details.get("repaired_to") else ""
                 row.history.append((ev.ts, f"{ev.stage} {'passed' if ev.passed else 'failed'}{extra}"))
+            elif ev.kind == "repair":
+                to = f"repaired to {ev.repaired_to[:10]}" if ev.repaired_to else "changed nothing"
+                row.history.append((ev.ts, f"repair {ev.number} after the {ev.stage} check: {to}"))
             elif ev.kind == "screening":
                 verdict = "passed" if ev.passed else "failed"
                 row.history.append((ev.ts, f"screening {verdict}: {ev.details.get('reason', '')}"))

@@ -257,14 +257,12 @@ def _decision_events(exp: Experiment, commits: set[str]) -> list[Any]:
 
 
 def _candidate_commits(exp: Experiment, created_commit: str) -> list[str]:
-    """The created commit and the commits contract repairs led to (``repaired_to``), in order."""
-    chain = [created_commit]
-    while True:
-        ev = exp.ledger.find("check_result", key=f"{chain[-1]}:contracts")
-        nxt = ev[0].details.get("repaired_to") if ev else None
-        if not nxt or nxt in chain:
-            return chain
-        chain.append(nxt)
+    """The created commit and the commits repairs led to, in order (one candidate: :mod:`evolve.identity`)."""
+    from .identity import candidate_of_commits
+
+    ids = candidate_of_commits(exp.ledger.events)
+    me = ids.get(created_commit)
+    return [c for c, cid in ids.items() if cid == me] if me else [created_commit]
 
 
 def decision_policy(exp: Experiment, decision: dict[str, Any], evaluation: GridRef | None) -> str:

@@ -7,7 +7,9 @@ MECHANISM ``verify-completion+repair``: its stand-in contracts fail once, so the
 implementer) mends the contract first. MECHANISM ``replayed``: the round of tests/test_evolve_replayed_round.py instead (every role but the scripted
 implementer replays the recorded real run; research on, over the default corpus).
 
-``RISE_TEST_KILL_AT=<stage>`` in the environment kills it at that stage (validate.evaluate.kill_point)."""
+``RISE_TEST_KILL_AT=<stage>`` in the environment kills it at that stage (validate.evaluate.kill_point). One stage
+is the driver's own: ``commit`` (``@n``), right before the n-th commit of a candidate worktree in this process:
+the first is the implementer's (its call returned, nothing booked yet), or a repair's."""
 
 from __future__ import annotations
 
@@ -17,9 +19,17 @@ from pathlib import Path
 
 def main(argv: list[str]) -> int:
     from evolve.evolve_loop import Evolution, EvolveOptions
-    from evolve.store import open_experiment
+    from evolve.store import Experiment, open_experiment
     from tests.test_evolve_support import TRIM, VERIFY, ScriptedRoles, repairing_checks
+    from validate.evaluate import kill_point
 
+    commit = Experiment.commit_worktree
+
+    def killable_commit(self, path, message):  # a kill point between a call's return and its booking
+        kill_point("commit")
+        return commit(self, path, message)
+
+    Experiment.commit_worktree = killable_commit
     runs, name, calls, rounds, mech = argv
     exp = open_experiment(name, Path(runs))
     if mech == "replayed":

@@ -5,7 +5,7 @@ from __future__ import annotations
 from evolve.analysis.evidence import TraceIndex, attribute_spans, check_finding
 from evolve.analysis.models import Finding, FindingAnswer, GroupDraft, GroupReview
 from evolve.analysis.ranking import apply_review, rank, rejected_attempts
-from evolve.ledger import CandidateCreated, Rejection
+from evolve.ledger import CandidateCreated, CheckResult, Rejection
 from tests.test_analysis_support import PROMPT, CraftedTrial, finding_answer, screen
 
 
@@ -121,3 +121,33 @@ def test_rejected_group_is_excluded_unless_it_has_new_failing_runs():
                 rejected)
     assert more[0].status == "ranked" and more[0].rank == 1
     assert rejected_attempts(events[:1]) == {}  # created but never rejected: nothing to exclude
+
+
+def test_a_repaired_candidate_is_one_identity_and_only_final_rejections_exclude():
+    """Issue 30 item 4: a candidate repaired from c1 to c2 and rejected under c2 is the same candidate (its group
+    is excluded); a blocked rejection (⊥ cells, not final) excludes nothing."""
+    fs = {f.id: f for f in [finding("f1", "a", "a__r2"), finding("f2", "b", "b__r2")]}
+    group = {"group": {"signature": "completion.handshake", "failing_runs": ["a__r2", "b__r2"]}}
+    created = CandidateCreated(key="r01:verify:created", round=1, branch="cand/r01-verify", commit="c1",
+                               proposal=group)
+    repaired = CheckResult(key="c1:contracts", commit="c1", stage="contracts", passed=False,
+                           details={"repaired_to": "c2"})
+    blocked = Rejection(key="c1:blocked:1", commit="c1", reason="2 cells ⊥",
+                        decision={"blocked": True, "final": False})
+    final = Rejection(key="c2:decision", commit="c2", reason="no gain", decision={"final": True})
+    drafts = [GroupDraft(name="g", wish="a wish", members=["f1", "f2"])]
+
+    def status(events):
+        return rank(apply_review(drafts, [review("g")], fs), rejected_attempts(events))[0].status
+
+    assert status([created, repaired, blocked]) == "ranked"  # blocked: the candidate is not decided
+    assert status([created, repaired, blocked, final]) == "excluded"  # rejected under its repaired commit
+    # the same through a repair event (how the controller books repairs now), two repairs deep
+    from evolve.ledger import RepairEvent
+
+    chain = [created, RepairEvent(key="c1:repair", commit="c1", candidate="r01:verify", stage="smoke", number=1,
+                                  repaired_to="c2"),
+             RepairEvent(key="c2:repair", commit="c2", candidate="r01:verify", stage="contracts", number=2,
+                         repaired_to="c3"),
+             Rejection(key="c3:decision", commit="c3", reason="no gain")]
+    assert status(chain) == "excluded" and status(chain[:3]) == "ranked"

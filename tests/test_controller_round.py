@@ -156,14 +156,16 @@ def test_fresh_control_baseline(tmp_path, server):
 
 
 def test_repair_commits_and_checks_the_repaired_commit(tmp_path, server):
-    """A contracts check whose repair hook changed the worktree: the repaired code is committed, smoke-checked
-    again and carried on under the new commit; a proposal naming a boundary that never runs fails screening."""
+    """A failed contracts check goes to the repair hook (the controller's unit, not the contracts' loop): the
+    repaired code is committed, booked as ``C:repair``, smoke-checked again and carried on under the new commit;
+    a proposal naming a boundary that never runs fails screening."""
     from evolve.controller import Checks
     from tests.test_controller_support import pass_smoke
 
     async def contracts(candidate, incumbent, frozen, repair, max_repairs, out_dir):
-        assert repair(candidate, ["case x failed"]) and max_repairs == 2
-        return True, {"summary": "passed after one repair", "repairs": 1}
+        assert repair is None and max_repairs == 0  # each repair is the controller's booked unit
+        ok = (candidate / "REPAIRED.md").is_file()
+        return ok, {"summary": "stand-in contracts", "failures": [] if ok else ["case x failed"]}
 
     def repair(candidate, failures):
         (candidate / "REPAIRED.md").write_text("fixed: " + "; ".join(failures) + "\n")
@@ -180,10 +182,12 @@ def test_repair_commits_and_checks_the_repaired_commit(tmp_path, server):
     first, second = created.commit, c.commit
     assert first != second and exp.repo.commit(second).parents[0].hexsha == first
     assert "REPAIRED.md" in [b.path for b in exp.repo.commit(second).tree.blobs]
-    keys = [e.key for e in led.events if e.kind in ("check_result", "screening", "rejection")]
-    assert keys == [f"{first}:smoke", f"{first}:contracts", f"{second}:contracts", f"{second}:smoke",
-                    f"{second}:screening", f"{second}:decision"]
-    assert led.find("check_result", key=f"{first}:contracts")[0].details["repaired_to"] == second
+    keys = [e.key for e in led.events if e.kind in ("check_result", "repair", "screening", "rejection")]
+    assert keys == [f"{first}:smoke", f"{first}:contracts", f"{first}:repair", f"{second}:smoke",
+                    f"{second}:contracts", f"{second}:screening", f"{second}:decision"]
+    (rep,) = led.find("repair")
+    assert rep.repaired_to == second and rep.candidate == "r01:verify" and rep.number == 1
+    assert rep.stage == "contracts" and rep.failures == ["case x failed"]
     n = len(led.events)
     assert run_round(exp, 1, [], checks=Checks(pass_smoke, contracts), repair=repair).candidates[0].commit == second
     assert len(exp.ledger.events) == n
@@ -218,7 +222,7 @@ def test_a_failed_smoke_check_goes_to_the_repair_hook_and_the_repaired_commit_is
     (created,) = led.find("candidate_created")
     first, second = created.commit, c.commit
     assert first != second and exp.repo.commit(second).parents[0].hexsha == first
-    assert led.find("check_result", key=f"{first}:smoke-repair")[0].details["repaired_to"] == second
+    assert led.find("repair", key=f"{first}:repair")[0].repaired_to == second
     assert led.find("check_result", key=f"{second}:smoke")[0].passed
     assert "screening: the mechanism did not run" in c.reason  # it went on past the checks
     n = len(led.events)

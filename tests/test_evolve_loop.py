@@ -63,7 +63,8 @@ def test_two_rounds_harmful_rejected_then_verification_adopted_and_graded(tmp_pa
     # its contract failure went back to the implementer once (the repair hook); the repaired commit was
     # smoke-checked again and adopted
     checks = {(e.commit, e.stage): e for e in led.find("check_result")}
-    assert checks[(impl2.commit, "contracts")].details["repaired_to"] == adoption.commit
+    assert not checks[(impl2.commit, "contracts")].passed
+    assert led.find("repair", key=f"{impl2.commit}:repair")[0].repaired_to == adoption.commit
     assert checks[(adoption.commit, "smoke")].passed and checks[(adoption.commit, "contracts")].passed
     assert "# repaired" in exp.repo.git.show(f"{adoption.commit}:contracts/verify-completion.toml")
     (g2,) = led.find("grade", round=2)

@@ -23,9 +23,10 @@ from tests.test_evolve_support import (
 pytestmark = [pytest.mark.tmux, pytest.mark.sandbox]
 REPO = Path(__file__).resolve().parents[1]
 # research is off here (its unit makes no call), so its kill point is left out to keep the test short
-# the contracts fail once and are repaired: `contracts_repair` falls between the two events that repair books
+# the contracts fail once and are repaired: `repair` right after the repair's event, before the repaired commit's
+# smoke check
 STAGES = ["reference:trial@2", "analysis-finding", "evolve-proposal", "evolve-implementation", "smoke",
-          "contracts_repair", "evaluation:trial@2", "control:trial@2", "evolve-grade"]  # control: grading runs
+          "repair", "evaluation:trial@2", "control:trial@2", "evolve-grade"]  # control: grading runs
 
 
 
@@ -48,12 +49,15 @@ def test_kill_at_each_stage_then_resume_repeats_no_role_call_or_trial(tmp_path, 
     logged = calls_logged(calls)
     assert sorted(c.split()[0] for c in logged) == ["analyst", "implementer", "implementer", "proposer"]
     assert len(set(logged)) == len(logged)
-    # the repaired commit's contracts were booked from the run that repaired it, not run again after the kill
-    # (a second run would have found the contract already mended: 0 repairs)
+    # the repair was booked once, as a unit of its own, with its call's transcript; the repaired commit was then
+    # checked from the smoke check on
     (impl,) = led.find("implementation")
-    first = led.find("check_result", key=f"{impl.commit}:contracts")[0]
-    repaired = led.find("check_result", key=f"{first.details['repaired_to']}:contracts")[0]
-    assert repaired.passed and repaired.details["repairs"] == 1 and repaired.attempt == first.attempt + 1
+    (rep,) = led.find("repair")
+    assert rep.commit == impl.commit and rep.stage == "contracts" and rep.number == 1 and rep.repaired_to
+    assert rep.role_call["transcript"] and rep.role_call["role"] == "implementer"
+    assert not led.find("check_result", key=f"{impl.commit}:contracts")[0].passed
+    assert led.find("check_result", key=f"{rep.repaired_to}:smoke")[0].passed
+    assert led.find("check_result", key=f"{rep.repaired_to}:contracts")[0].passed
     ends = _ends(exp.root)
     assert len(ends) == len(logged) and all(r["status"] == "ok" for r in ends)
     # every trial ran once: 4 reference, 1 screening, 4 evaluation, 4 fresh incumbent runs the grade is graded

@@ -152,6 +152,7 @@ class ScriptedRoles:
     async def run(self, job):
         from evolve.agents import BackendReply, Usage
         from evolve.agents.tools import invoke
+        from validate.evaluate import kill_point
 
         role = job.role.name
         rnd = next(p for p in reversed(Path(job.ctx.transcript.path).parts) if re.fullmatch(r"r\d\d", p))
@@ -188,6 +189,8 @@ class ScriptedRoles:
                 if name == "check" and mech not in self.run_check:  # the real check() is slow: once per test
                     continue
                 self.tool_results.append((name, await invoke(tools[name], job.ctx, args)))
+                if repair:  # the kill tests' point inside a repair call: its edit made, its answer not given
+                    kill_point("implementer-repair-edit")
             answer = {"summary": f"implemented {mech} behind its setting, with its contract and Handbook entry",
                       "files": sorted({a["path"] for n, a in calls if "path" in a and n != "grep"}),
                       "setting": "", "contract": f"contracts/{mech}.toml",
@@ -228,7 +231,8 @@ def repairing_checks(fail_once: set[str]):
         while any("# repaired" not in p.read_text() for p in new):
             failures = [f"{p.stem}: positive case 'first claim withheld': expected the verify prompt" for p in new]
             if repair is None or repairs >= max_repairs or not await asyncio.to_thread(repair, candidate, failures):
-                return False, {"summary": f"stand-in contracts failed: {failures}", "repairs": repairs}
+                return False, {"summary": f"stand-in contracts failed: {failures}", "repairs": repairs,
+                               "failures": failures}
             repairs += 1
         return True, {"summary": f"stand-in contracts passed after {repairs} repair(s)", "repairs": repairs,
                       "mechanisms": [p.stem for p in new]}

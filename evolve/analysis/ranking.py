@@ -7,12 +7,16 @@ failing runs, then findings. A group whose signature (its sorted behaviour ids) 
 rejected is excluded unless it now covers a failing run the rejected attempt did not.
 
 How a rejected attempt is recognised: the candidate's ``CandidateCreated.proposal["group"]`` holds the group's
-``signature`` and ``failing_runs`` (the proposer writes it), and a ``Rejection`` has the same commit.
+``signature`` and ``failing_runs`` (the proposer writes it), and a *final* ``Rejection`` belongs to the same
+candidate (:mod:`evolve.identity`: under its creation commit or any commit a repair moved it to). A blocked
+rejection (⊥ cells; a resume decides) excludes nothing.
 """
 
 from __future__ import annotations
 
 import re
+
+from evolve.identity import final_rejections
 
 from .models import Finding, Group, GroupDraft, GroupReview
 
@@ -72,11 +76,11 @@ def apply_review(drafts: list[GroupDraft], reviews: list[GroupReview], findings:
 
 
 def rejected_attempts(events: list) -> dict[str, set[str]]:
-    """signature -> failing runs it covered, for every group a rejected candidate targeted."""
-    rejected = {e.commit for e in events if getattr(e, "kind", None) == "rejection"}
+    """signature -> failing runs it covered, for every group a finally rejected candidate targeted."""
+    rejected = final_rejections(events)
     out: dict[str, set[str]] = {}
     for e in events:
-        if getattr(e, "kind", None) != "candidate_created" or e.commit not in rejected:
+        if getattr(e, "kind", None) != "candidate_created" or e.key.removesuffix(":created") not in rejected:
             continue
         group = (e.proposal or {}).get("group") or {}
         if isinstance(group, dict) and group.get("signature"):

@@ -2,8 +2,9 @@
 candidate branch ``cand/rNN-slug``, in the candidate's own worktree, which the controller then takes as a
 branch candidate (its existing creation stage: switches on, checks, screening, evaluation).
 
-:func:`repair_hook` is the controller's ``repair(candidate_dir, failures) -> bool``: smoke and contract failures go back
-to the implementer in the same worktree, at most ``max_repairs`` times (the controller's bound)."""
+:func:`repair_hook` is the controller's ``repair(candidate_dir, failures)``: smoke and contract failures go back
+to the implementer in the same worktree, at most ``max_repairs`` times per candidate (the controller's bound; each
+repair is a booked unit, ``C:repair``)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,10 @@ from pydantic import BaseModel, Field
 
 from evolve.agents import IMPLEMENTER_TOOLS, Limits, Role, RoleError, RoleResult, register_role, run_role
 from evolve.agents.backends import Backend
+from evolve.candidates import reset_worktree
 from evolve.proposals.models import ProposalSpec
 from evolve.store import Experiment
+from evolve.units import run_once
 
 log = logging.getLogger(__name__)
 IMPLEMENT_MARK = "rise implementer"  # the first word differs from the controller's "rise candidate" commits
@@ -50,27 +53,27 @@ IMPLEMENTER = register_role(Role(
 ))
 
 
-def _reset(exp: Experiment, wt: Path, base: str) -> None:
-    """Back to ``base``: a call killed halfway leaves edits nobody recorded."""
-    repo = exp.worktree_repo(wt)
-    repo.git.reset("--hard", base)
-    repo.git.clean("-ffdx")  # -ff: a nested repository planted in the worktree goes too
-
-
 def implement(exp: Experiment, round_no: int, spec: ProposalSpec, backend: Backend, *, slug: str,
-              incumbent_dir: Path, role: Role = IMPLEMENTER, **run_options: Any) -> tuple[str, str, RoleResult]:
+              incumbent_dir: Path, role: Role = IMPLEMENTER, saved: Path | None = None,
+              **run_options: Any) -> tuple[str, str, RoleResult]:
     """Run the implementer in ``cand/rNN-slug``'s worktree (made from the incumbent) and commit what it left.
 
+    ``saved``: where the call's result is written before the commit (:func:`evolve.units.run_once`); when it is
+    there already (a kill came after the call), the call is not made again: the worktree's edits are committed.
     Returns (branch, commit, result). A RoleError propagates with the worktree reset to the incumbent."""
     base = exp.commit_of(exp.incumbent())
     branch, wt = exp.create_candidate(round_no, slug, base=base)
-    _reset(exp, wt, base)
     inputs = ImplementerInputs(proposal=spec.model_dump(mode="json"))
+
+    def call() -> RoleResult:
+        reset_worktree(exp, wt, base)  # a call a kill cut off left edits nobody booked
+        return run_role(role, inputs, wt, backend, harness=wt, extra=_check_extra(exp, incumbent_dir, wt),
+                        **run_options)
+
     try:
-        result = run_role(role, inputs, wt, backend, harness=wt,
-                          extra=_check_extra(exp, incumbent_dir, wt), **run_options)
+        result = run_once(saved, role, call) if saved is not None else call()
     except Exception:
-        _reset(exp, wt, base)
+        reset_worktree(exp, wt, base)
         raise
     commit = exp.commit_worktree(wt, f"{IMPLEMENT_MARK}: {spec.mechanism} (round {round_no}, {slug})\n\n"
                                      f"{result.output.summary}")  # type: ignore[attr-defined]
@@ -90,26 +93,34 @@ def diff_of(exp: Experiment, base: str, commit: str) -> str:
 
 def repair_hook(exp: Experiment, backend_for: Callable[[str], Backend], specs: dict[str, ProposalSpec],
                 incumbent_dir: Path, calls: list[RoleResult], role: Role = IMPLEMENTER,
-                **run_options: Any) -> Callable[[Path, list[Any]], bool]:
+                before: Callable[[Path], None] | None = None,
+                **run_options: Any) -> Callable[[Path, list[Any]], dict[str, Any]]:
     """The controller's repair callback: the failures go to the implementer in the candidate's worktree.
 
-    ``specs`` maps a worktree folder name (``rNN-slug``) to its proposal; True when the worktree changed."""
+    ``specs`` maps a worktree folder name (``rNN-slug``) to its proposal; ``before(worktree)`` runs first (``rise
+    evolve`` reserves the call in its budget there, and may refuse it). Returns ``{"changed": bool, "role_call":
+    {...}}``: whether the worktree changed, and the call's transcript, usage and cost for the repair event."""
+    from evolve.analysis.pipeline import call_info, error_info
 
-    def repair(candidate_dir: Path, failures: list[Any]) -> bool:
+    def repair(candidate_dir: Path, failures: list[Any]) -> dict[str, Any]:
         spec = specs.get(Path(candidate_dir).parent.name)
-        if spec is None:
-            return False  # not a candidate the implementer made (a person's patch): nobody to send it to
+        if spec is None:  # not a candidate the implementer made (a person's patch): nobody to send it to
+            return {"changed": False, "role_call": {}}
+        if before is not None:
+            before(Path(candidate_dir))
         repo = exp.worktree_repo(Path(candidate_dir))
-        before = repo.git.status("--porcelain") + repo.head.commit.hexsha
+        state = repo.git.status("--porcelain") + repo.head.commit.hexsha
         text = "\n".join(f"- {f}" for f in failures)[:6000]
         inputs = ImplementerInputs(proposal=spec.model_dump(mode="json"), failures=text)
         try:
-            calls.append(run_role(role, inputs, candidate_dir, backend_for(Path(candidate_dir).parent.name),
-                                  harness=candidate_dir, extra=_check_extra(exp, incumbent_dir, Path(candidate_dir)),
-                                  **run_options))
-        except RoleError as exc:  # a failed repair is no repair: the contracts fail as they are (transcript kept)
+            res = run_role(role, inputs, candidate_dir, backend_for(Path(candidate_dir).parent.name),
+                           harness=candidate_dir, extra=_check_extra(exp, incumbent_dir, Path(candidate_dir)),
+                           **run_options)
+        except RoleError as exc:  # a failed repair is no repair: the check fails as it is (transcript kept)
             log.warning("repair of %s by the implementer failed: %s", candidate_dir, exc)
-            return False
-        return repo.git.status("--porcelain") + repo.head.commit.hexsha != before
+            return {"changed": False, "role_call": error_info(exc)}
+        calls.append(res)
+        changed = repo.git.status("--porcelain") + repo.head.commit.hexsha != state
+        return {"changed": changed, "role_call": call_info(res)}
 
     return repair

@@ -39,10 +39,18 @@ PROPOSER = register_role(Role(
 
 
 def propose(inputs: ProposerInputs, workspace: str | Path, backend: Backend, guard: OverfitGuard, *,
-            role: Role = PROPOSER, **run_options: Any) -> tuple[ProposalSpec, GuardReport, RoleResult]:
+            role: Role = PROPOSER, saved: Path | None = None,
+            **run_options: Any) -> tuple[ProposalSpec, GuardReport, RoleResult]:
     """Run the proposer on one group; the guard's report says whether the proposal must be refused.
 
-    ``run_options`` go to :func:`run_role` (``transcripts``, ``budget``, ``harness``); a RoleError propagates."""
-    result = run_role(role, inputs, workspace, backend, **run_options)
+    ``run_options`` go to :func:`run_role` (``transcripts``, ``budget``, ``harness``); a RoleError propagates.
+    ``saved``: where the call's result is written when it returns; a resume that finds it makes no second call
+    (:func:`evolve.units.run_once`)."""
+    from evolve.units import run_once
+
+    def call() -> RoleResult:
+        return run_role(role, inputs, workspace, backend, **run_options)
+
+    result = run_once(saved, role, call) if saved is not None else call()
     spec = ProposalSpec.from_answer(result.output, inputs.group, inputs.dev_tasks)  # type: ignore[arg-type]
     return spec, guard.check(spec.text(), "proposal"), result

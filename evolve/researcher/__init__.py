@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from evolve.agents import Limits, Role, RoleError, register_role, run_role
+from evolve.agents import Limits, Role, RoleError, RoleResult, register_role, run_role
 from evolve.agents.backends import Backend
 from evolve.analysis.models import Group
 from research.api import Research
@@ -170,17 +170,33 @@ def _statement(cited: list[CitedReference]) -> str:
 
 
 def research_group(inputs: ResearcherInputs | dict[str, Any], workspace: str | Path, backend: Backend,
-                   research: Research, **run_options: Any) -> ResearchOutcome:
-    """Run the researcher on one group (``run_options``: ``transcripts``, ``budget`` of :func:`run_role`).
+                   research: Research, *, role: Role = RESEARCHER, saved: Path | None = None,
+                   **run_options: Any) -> ResearchOutcome:
+    """Run the researcher on one group (``role``: the researcher with the limits the experiment configures;
+    ``run_options``: ``transcripts``, ``budget`` of :func:`run_role`).
 
+    ``saved``: where the call's result (and its search record) is written the moment it returns; a resume that
+    finds it there judges that answer again instead of paying for another call (:func:`evolve.units.run_once`).
     A :class:`RoleError` propagates with ``research_record`` attached (the searches made before it failed)."""
+    from evolve.units import run_once, write_unit
+
     data = inputs if isinstance(inputs, ResearcherInputs) else ResearcherInputs.model_validate(inputs)
     if not research.enabled:
         return ResearchOutcome(group=data.group, wish=data.wish, outcome="disabled", statement=DISABLED)
     record = ResearchRecord()
+    kept = saved.with_suffix(".record.json") if saved is not None else None
+
+    def call() -> RoleResult:
+        res = run_role(role, data, workspace, backend, extra={"research": research, "research_record": record},
+                       **run_options)
+        if kept is not None:  # before the result itself: a saved result always has its record
+            write_unit(kept, record.model_dump(mode="json"))
+        return res
+
     try:
-        result = run_role(RESEARCHER, data, workspace, backend,
-                          extra={"research": research, "research_record": record}, **run_options)
+        if saved is not None and saved.is_file() and kept is not None and kept.is_file():
+            record = ResearchRecord.model_validate_json(kept.read_text())
+        result = run_once(saved, role, call) if saved is not None else call()
     except RoleError as exc:
         exc.research_record = record  # type: ignore[attr-defined]
         raise
