@@ -102,7 +102,8 @@ def test_a_repair_commit_hardcoding_the_answer_is_rejected(tmp_path, guard):
     with pytest.raises(Stop):
         asyncio.run(ctl.run_checks("v0", first, wt))
     led = exp.ledger
-    repaired = led.find("check_result", key=f"{first}:smoke-repair")[0].details["repaired_to"]
+    (rep,) = led.find("repair", key=f"{first}:repair")  # the repair unit (evolve.checks.repair_unit)
+    repaired = rep.repaired_to
     assert repaired and repaired != first
     (rej,) = led.find("rejection")
     assert rej.commit == repaired and "solution/solve.sh" in rej.reason

@@ -15,7 +15,7 @@ import pytest
 
 from evolve.controller import Controller
 from evolve.gitsafe import nested_repositories
-from evolve.implement.implementer import _reset
+from evolve.candidates import reset_worktree as _reset
 from evolve.store import StoreError
 from tests.escape.scene import Scene, make_scene
 
