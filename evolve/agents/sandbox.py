@@ -84,9 +84,13 @@ class RunResult:
                     ".git and the harness repository included, is read-only)")
         if any(m in self.output for m in NET_BLOCKED):
             return "the sandbox has no network (only a loopback of its own)"
+        tmp = Path("/tmp")
         for match in _MISSING.finditer(self.output):
             path = Path(match.group(1) or match.group(2))
-            if not any(path == v or v in path.parents for v in self.visible):
+            shown = any(path == v or v in path.parents for v in self.visible if v != tmp)
+            # under the private /tmp, a path the host has is the host's, hidden (a checkout under /tmp); one the
+            # host lacks is the command's own missing file
+            if not shown and (not (path == tmp or tmp in path.parents) or path.exists()):
                 return (f"{path} is outside what the sandbox shows (the worktree, the harness repository, the "
                         "Python environment, system folders and a private /tmp)")
         return None

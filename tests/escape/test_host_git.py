@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from evolve.candidates import reset_worktree as _reset
 from evolve.controller import Controller
 from evolve.gitsafe import nested_repositories
-from evolve.candidates import reset_worktree as _reset
 from evolve.store import StoreError
 from tests.escape.scene import Scene, make_scene
 
