@@ -94,8 +94,14 @@ class Experiment:
 
     def commit_worktree(self, path: Path, message: str) -> str:
         """Commit everything in a candidate worktree; returns the commit. The worktree's ``.git`` is verified first
-        and no hook, fsmonitor or worktree-supplied config runs (:mod:`evolve.gitsafe`)."""
-        return commit_all(self.worktree_repo(path), message)
+        and no hook, fsmonitor or worktree-supplied config runs (:mod:`evolve.gitsafe`). What the commit leaves out
+        (ignored files such as ``__pycache__``, nested repositories) is then removed: the candidate's checks and
+        trials run from this worktree, and an ignored bytecode file (an unchecked-hash ``.pyc`` is loaded without
+        looking at its source) would run code that no diff, guard or reviewer sees."""
+        repo = self.worktree_repo(path)
+        commit = commit_all(repo, message)
+        repo.git.clean("-ffdx")
+        return commit
 
     def tag_version(self, commit: str, message: str) -> str:
         """Publish ``commit`` as the next version tag; idempotent if that commit is already tagged."""

@@ -98,7 +98,8 @@ def test_hooks_fsmonitor_filters_and_global_config_never_run(scene: Scene,
     repo = scene.exp.worktree_repo(scene.wt)
     assert repo.head.commit.hexsha == commit and repo.head.commit.message.endswith("#  kept verbatim\n")
     assert {"added.py", ".gitattributes"} <= set(repo.git.ls_files().splitlines())
-    assert "nested" not in repo.git.ls_files() and nested_repositories(scene.wt) == ["nested"]
+    # left out of the commit, then removed with everything else the commit left out (Experiment.commit_worktree)
+    assert "nested" not in repo.git.ls_files() and nested_repositories(scene.wt) == []
     repo.git.status("--porcelain")
     scene.exp.repo.git.diff("v0", commit)
     Controller(scene.exp).version_dir("v0")               # git worktree add: post-checkout would run here
@@ -115,3 +116,21 @@ def test_the_unhardened_git_would_have_run_them(scene: Scene) -> None:
     hook.chmod(0o755)
     subprocess.run(["git", "-C", str(scene.wt), "commit", "-q", "--allow-empty", "-m", "plain"], check=True)
     assert scene.marker.exists()
+
+
+def test_an_ignored_bytecode_file_does_not_survive_the_commit(scene: Scene) -> None:
+    """An unchecked-hash .pyc is loaded without its source being looked at, and the harness repository ignores
+    __pycache__: planted in the worktree it would run in every check and trial while no diff shows it."""
+    import py_compile
+
+    src = scene.wt / "harness_evil.py"
+    src.write_text("VALUE = 'innocent'\n")
+    cache = scene.wt / "__pycache__"
+    cache.mkdir(exist_ok=True)
+    pyc = cache / "planted.cpython-311.pyc"
+    py_compile.compile(str(src), cfile=str(pyc), invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+    assert pyc.is_file()
+    commit = scene.exp.commit_worktree(scene.wt, "the host commits the candidate")
+    assert not pyc.exists() and not cache.exists()
+    tree = scene.exp.repo.git.ls_tree("-r", "--name-only", commit).split()
+    assert "harness_evil.py" in tree and not any(".pyc" in t or "__pycache__" in t for t in tree)
