@@ -138,6 +138,10 @@ class CheckStages:
             res = await screen(self.plan("screening", wt, tasks, 1, job), book, boundaries,
                                env_factory=self.env_factory, progress=self.progress,
                                incumbent_job=self.baseline_dir)
+            if getattr(cand.proposal, "tier", "code") == "settings":  # no code of its own: its values must show
+                from validate.settings_screen import SettingsScreening
+
+                res = SettingsScreening.of(res, dict(getattr(cand.proposal, "settings", {}) or {}))
             details = res.details()
             charged = charged_cells(self.led, commit, "screening", res.outcome.results, baseline or {},
                                     self.infra_limit) if res.inconclusive else {}

@@ -257,6 +257,7 @@ class Controller(CandidateCreation, CheckStages):
         d = decide(out.grid, baseline, self.dev_tasks(), self.cfg.r, self.cfg.adoption.policy,
                    self.cfg.adoption.alpha, curtail=self.cfg.adoption.sequential)
         info = {**asdict(d), "pass_at_1": out.metrics.pass_at_1, "slug": cand.slug,
+                "tier": getattr(cand.proposal, "tier", None) or "code",
                 "comparison": compare(baseline, out.grid, self.cfg.r).counts}
         rep.decision, rep.regressions = info, d.regressions
         if not d.decided:

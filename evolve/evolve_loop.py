@@ -34,6 +34,7 @@ from evolve.analysis.pipeline import Analysis, call_info, error_info
 from evolve.analysis.ranking import rank, rejected_attempts
 from evolve.analysis.roles import ANALYST, with_limits
 from evolve.implement import IMPLEMENTER, diff_of, implement, repair_hook
+from evolve.implement.tier_units import prompt_refusal, settings_unit
 from evolve.proposals import PROPOSER, OverfitGuard, ProposalSpec, ProposerInputs, propose
 from validate.evaluate import grid_of_job, kill_point
 
@@ -345,6 +346,10 @@ class Evolution:
         key = f"r{n:02d}:implementation:{slug}"
         if (ev := self.led.find("implementation", key=key)):
             return ev[0].branch if ev[0].status == "done" else None
+        if spec.tier == "settings":  # made from the proposal alone: no coding agent, no model call
+            event = settings_unit(self.exp, n, slug, spec, guard, incumbent, incumbent_dir, key)
+            self._append(event, "evolve-implementation")
+            return event.branch if event.status == "done" else None
         role = self.role(IMPLEMENTER)
         self.budget.check(self.exp, f"implementation of {slug}", "implementer", role.limits.max_usd)
         try:
@@ -361,6 +366,10 @@ class Evolution:
             status, reason = "failed", "the implementer changed nothing"
         elif verdict.refused:
             status, reason = "refused", verdict.reason()
+        elif spec.tier == "prompt" and (refusal := prompt_refusal(
+                self.exp, incumbent, commit, self.exp.root / "worktrees" / f"r{n:02d}-{slug}" / "harness",
+                incumbent_dir)):
+            status, reason = "refused", refusal
         self._append(ImplementationEvent(key=key, round=n, slug=slug, status=status, branch=branch, commit=commit,
                                          reason=reason, report=res.output.model_dump(mode="json"),
                                          role_call=call_info(res)), "evolve-implementation")

@@ -98,8 +98,8 @@ def repair_hook(exp: Experiment, backend_for: Callable[[str], Backend], specs: d
 
     def repair(candidate_dir: Path, failures: list[Any]) -> bool:
         spec = specs.get(Path(candidate_dir).parent.name)
-        if spec is None:
-            return False  # not a candidate the implementer made (a person's patch): nobody to send it to
+        if spec is None or spec.tier == "settings":
+            return False  # not a candidate the implementer made (a person's patch, a settings-tier candidate)
         repo = git.Repo(candidate_dir)
         before = repo.git.status("--porcelain") + repo.head.commit.hexsha
         text = "\n".join(f"- {f}" for f in failures)[:6000]
