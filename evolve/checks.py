@@ -79,9 +79,15 @@ class CheckStages:
             ev = self.led.find("check_result", key=f"{commit}:contracts")
             if not ev:
                 out = self.exp.root / "checks" / commit[:12] / "contracts"
-                passed, details = await self.checks.contracts(wt, self.version_dir(incumbent),
-                                                              self.exp.root / "contracts_frozen.json",
-                                                              self.repair, self.max_repairs, out)
+                changed = self.exp.repo.git.diff("--name-only", self.exp.commit_of(incumbent), commit).split()
+                if not any(f.endswith(".py") or f.startswith("contracts/") for f in changed):
+                    # settings or prompt text only (the cheaper tiers): no new code, so no contract to run
+                    passed, details = True, {"summary": f"no code or contract changed ({', '.join(changed)}): "
+                                                        "no contract to run", "skipped": True}
+                else:
+                    passed, details = await self.checks.contracts(wt, self.version_dir(incumbent),
+                                                                  self.exp.root / "contracts_frozen.json",
+                                                                  self.repair, self.max_repairs, out)
                 new = commit if self.repair is None else \
                     self.exp.commit_worktree(wt, f"{COMMIT_MARK} repair of {commit[:12]} after contracts")
                 if new != commit:  # the repair loop changed the code: the last attempt ran on `new`
