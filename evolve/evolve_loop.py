@@ -315,7 +315,8 @@ class Evolution:
         inputs = ProposerInputs(group={"id": g.id, "name": g.name, "wish": g.wish, "tasks": g.tasks,
                                        "behaviours": g.behaviours},
                                 findings=findings, references=refs, history=self.history(),
-                                revisit=revisit, dev_tasks=ctl.dev_tasks(), stable_tasks=stable)
+                                revisit=revisit, dev_tasks=ctl.dev_tasks(), stable_tasks=stable,
+                                tiers=list(self.opt.tiers))
         try:
             spec, verdict, res = propose(inputs, workspace, self.backends("proposer", key), guard, role=role,
                                          transcripts=rdir / "transcripts", harness=workspace)

@@ -121,6 +121,12 @@ def summary(exp) -> dict:
             "references": [c["reference"]["id"] for c in research.outcome.get("references", [])] if research else [],
             "proposals": [[p.slug, p.status] for p in props],
             "mechanism": props[0].proposal.get("mechanism") if props else None,
+            "tier": props[0].proposal.get("tier") if props else None,
+            "settings": props[0].proposal.get("settings") if props else None,
+            "implementations": [[e.slug, e.status, e.report.get("tier", "code")] for e in led.find("implementation")],
+            "checks": [f"{e.stage}:{'passed' if e.passed else 'failed'}" for e in led.find("check_result")],
+            "screenings": ["passed" if e.passed else "failed" for e in led.find("screening")],
+            "decisions": [e.kind for e in led.find("adoption") + led.find("rejection")],
             "grades": [g.grade.get("grade") for g in led.find("grade")],
             "trials": sorted(f"{e.purpose}:{e.task}:{e.rep}:{e.status}" for e in led.find("trial_done"))}
 

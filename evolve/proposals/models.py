@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from evolve.round_model import Proposal
 
@@ -70,6 +70,20 @@ class ProposerAnswer(BaseModel):
         if self.tier == "code" and len(self.setting) < 3:
             raise ValueError("tier code: give `setting`, the new settings.toml key that switches the mechanism")
         return self
+
+
+def answer_model(tiers: list[str]) -> type[ProposerAnswer]:
+    """The answer model offering only ``tiers`` (constrained decoding then cannot choose another one)."""
+    if set(tiers) == set(TIERS):
+        return ProposerAnswer
+    allowed = tuple(t for t in TIERS if t in tiers)
+    if not allowed:
+        raise ValueError(f"no known tier among {tiers} (tiers: {', '.join(TIERS)})")
+    field = ProposerAnswer.model_fields["tier"]
+    model = create_model("ProposerAnswer", __base__=ProposerAnswer,
+                         tier=(Literal[allowed], Field(allowed[0], description=field.description)))  # type: ignore[valid-type]
+    model.__doc__ = ProposerAnswer.__doc__
+    return model
 
 
 class ProposalSpec(Proposal):

@@ -15,7 +15,7 @@ from evolve.agents.backends import Backend
 from handbook.model import load_handbook
 
 from .guard import GuardReport, OverfitGuard
-from .models import ProposalSpec, ProposerAnswer
+from .models import TIERS, ProposalSpec, ProposerAnswer, answer_model
 from .prompt_tier import prompt_templates
 from .switches import Switch, check_changes, harness_switches
 
@@ -33,6 +33,9 @@ class ProposerInputs(BaseModel):
     switches: list[Switch] = Field(default_factory=list, description="the settings tier's switches (current and "
                                                                      "allowed values); filled from the harness")
     templates: list[str] = Field(default_factory=list, description="the prompt tier's templates")
+    tiers: list[str] = Field(default_factory=lambda: list(TIERS), description="the tiers this experiment allows")
+    involved: list[Switch] = Field(default_factory=list, description="the switches of the group's behaviours, "
+                                                                     "shown next to the findings")
 
 
 class Verdict(BaseModel):
@@ -87,11 +90,18 @@ def propose(inputs: ProposerInputs, workspace: str | Path, backend: Backend, gua
 
     ``run_options`` go to :func:`run_role` (``transcripts``, ``budget``, ``harness``); a RoleError propagates."""
     harness = Path(workspace)
-    if not inputs.switches:
+    if set(inputs.tiers) != set(TIERS):  # the answer's schema offers only the allowed tiers
+        role = role.model_copy(update={"output": answer_model(inputs.tiers)})
+    if not inputs.switches and "settings" in inputs.tiers:
         inputs = inputs.model_copy(update={"switches": harness_switches(harness)})
-    if not inputs.templates:
+    if not inputs.involved:
+        behaviours = set(inputs.group.get("behaviours") or [])
+        inputs = inputs.model_copy(update={"involved": [s for s in inputs.switches if behaviours & set(s.behaviours)]})
+    if not inputs.templates and "prompt" in inputs.tiers:
         inputs = inputs.model_copy(update={"templates": prompt_templates(harness)})
     result = run_role(role, inputs, workspace, backend, **run_options)
     spec = ProposalSpec.from_answer(result.output, inputs.group, inputs.dev_tasks)  # type: ignore[arg-type]
     spec, problems = tier_problems(spec, harness, inputs.switches)
+    if spec.tier not in inputs.tiers:
+        problems.append(f"tier {spec.tier} is not allowed in this experiment (allowed: {', '.join(inputs.tiers)})")
     return spec, Verdict(guard=guard.check(spec.text(), "proposal"), problems=problems), result
