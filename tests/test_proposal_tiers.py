@@ -172,3 +172,26 @@ def test_switches_of_the_seed_are_every_bounded_setting_its_handbook_lists():
     assert switches["context.proactive_max_fraction"].allowed == "a number > 0 and <= 1"
     assert not {"tmux.session_name", "tmux.shell", "trajectory.file", "midharness.verifier_model"} & set(switches)
     assert json.loads(json.dumps([s.model_dump() for s in switches.values()]))  # plain data for the prompt
+
+
+def test_an_experiment_limited_to_the_settings_tier_offers_only_it_and_requires_the_values(tmp_path):
+    from pydantic import ValidationError
+
+    from evolve.proposals.models import answer_model
+
+    model = answer_model(["settings"])
+    schema = model.model_json_schema()
+    assert schema["properties"]["tier"]["const"] == "settings" and schema["required"][:2] == ["tier", "settings"]
+    with pytest.raises(ValidationError, match="tier"):
+        model.model_validate({**settings_answer(**{"terminus.confirmations": 3}), "tier": "code", "setting": "a.b"})
+    with pytest.raises(ValidationError, match="settings"):
+        model.model_validate({**settings_answer(), "settings": []})
+    # the proposer's prompt then offers the settings tier alone, and no prompt templates
+    backend = Answering(settings_answer(**{"terminus.confirmations": 3}))
+    spec, verdict, _ = propose(ProposerInputs(group=GROUP, findings=["f1"], dev_tasks=DEV, tiers=["settings"]), SEED,
+                               backend,
+                               OverfitGuard(STARTER, DEV), transcripts=tmp_path / "tr", harness=SEED)
+    assert not verdict.refused and spec.tier == "settings"
+    assert "- settings: new values" in backend.prompts[0] and "- code: a new mechanism" not in backend.prompts[0]
+    assert "Prompt templates:" not in backend.prompts[0]
+    assert "Switches of the behaviours these findings involve" in backend.prompts[0]

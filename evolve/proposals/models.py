@@ -79,9 +79,12 @@ def answer_model(tiers: list[str]) -> type[ProposerAnswer]:
     allowed = tuple(t for t in TIERS if t in tiers)
     if not allowed:
         raise ValueError(f"no known tier among {tiers} (tiers: {', '.join(TIERS)})")
-    field = ProposerAnswer.model_fields["tier"]
-    model = create_model("ProposerAnswer", __base__=ProposerAnswer,
-                         tier=(Literal[allowed], Field(allowed[0], description=field.description)))  # type: ignore[valid-type]
+    fields: dict[str, Any] = {"tier": (Literal[allowed], Field(allowed[0], description=ProposerAnswer.model_fields[
+        "tier"].description))}
+    if allowed == ("settings",):  # the schema itself then asks for the values (a small model left them out)
+        fields["settings"] = (list[SettingChange], Field(min_length=1, description=ProposerAnswer.model_fields[
+            "settings"].description))
+    model = create_model("ProposerAnswer", __base__=ProposerAnswer, **fields)
     model.__doc__ = ProposerAnswer.__doc__
     return model
 
