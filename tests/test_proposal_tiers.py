@@ -88,6 +88,13 @@ def test_a_settings_proposal_outside_the_handbook_or_the_schema_is_refused_with_
     assert named in verdict.reason(), verdict.reason()
 
 
+def test_a_switch_written_after_its_behaviour_id_is_read_as_that_switch(tmp_path):
+    spec, verdict, _ = run_proposer(tmp_path, settings_answer(**{"completion.handshake.terminus.confirmations": "1"}))
+    assert not verdict.refused and spec.settings == {"terminus.confirmations": 1}
+    _, verdict, _ = run_proposer(tmp_path, settings_answer(**{"model.call.terminus.confirmations": 3}))
+    assert verdict.refused and "setting model.call.terminus.confirmations is not a switch" in verdict.reason()
+
+
 def test_values_written_as_text_are_read_as_their_switch_type(tmp_path):
     spec, verdict, _ = run_proposer(tmp_path, settings_answer(**{"model.json_schema": "true", "midharness.n": "4"}))
     assert not verdict.refused, verdict.reason()

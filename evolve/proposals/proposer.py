@@ -67,10 +67,11 @@ def tier_problems(spec: ProposalSpec, harness: Path, switches: list[Switch]) -> 
     """The spec with its settings coerced to their switches' types, and what refuses its tier (named)."""
     if spec.tier == "settings":
         values, problems = check_changes(harness, spec.settings, switches)
-        steered = {b for s in switches if s.key in spec.settings for b in s.behaviours}
+        settings = spec.settings if problems else values  # keys as the switches name them, values typed
+        steered = {b for s in switches if s.key in settings for b in s.behaviours}
         spans = sorted({span for _, b in load_handbook(harness).iter_behaviours() if b.id in steered
                         for span in b.spans})  # screening: the behaviours the switches steer must run
-        return spec.model_copy(update={"settings": {**spec.settings, **values},
+        return spec.model_copy(update={"settings": settings,
                                        "boundaries": spec.boundaries or spans}), problems
     if spec.tier == "prompt":
         known = prompt_templates(harness)

@@ -146,8 +146,14 @@ def check_changes(harness_dir: str | Path, changes: dict[str, Any],
     values: dict[str, Any] = {}
     if not changes:
         problems.append("a settings-tier proposal must name at least one setting and its new value")
+    owners = {b: s.key for s in switches for b in s.behaviours}
     for key, value in changes.items():
         sw = by_key.get(key)
+        if sw is None:  # "<behaviour id>.<switch>", as the prompt lists them side by side (the 1.5B wrote that)
+            sw = next((by_key[k] for b in owners for k in by_key
+                       if key == f"{b}.{k}" and b in by_key[k].behaviours), None)
+            if sw is not None:
+                key = sw.key
         if sw is None:
             section = key.rsplit(".", 1)[0] + "."
             near = [k for k in by_key if k.startswith(section)]
