@@ -84,8 +84,15 @@ class CheckStages:
                 ev = self.led.find("check_result", key=f"{commit}:contracts")
                 if not ev:  # no repair hook inside: each repair is a unit of its own, booked here
                     out = self.exp.root / "checks" / commit[:12] / "contracts"
-                    passed, details = await self.checks.contracts(wt, self.version_dir(incumbent),
-                                                                  self.exp.root / "contracts_frozen.json", None, 0, out)
+                    changed = self.exp.repo.git.diff("--name-only", self.exp.commit_of(incumbent), commit).split()
+                    if not any(f.endswith(".py") or f.startswith("contracts/") for f in changed):
+                        # settings or prompt text only (the cheaper tiers): no new code, so no contract to run
+                        passed, details = True, {"summary": f"no code or contract changed ({', '.join(changed)}): "
+                                                            "no contract to run", "skipped": True}
+                    else:
+                        passed, details = await self.checks.contracts(wt, self.version_dir(incumbent),
+                                                                      self.exp.root / "contracts_frozen.json", None,
+                                                                      0, out)
                     ev = [self.led.append(CheckResult(key=f"{commit}:contracts", commit=commit, stage="contracts",
                                                       passed=passed, details=details))]
                     kill_point("contracts")
@@ -159,6 +166,10 @@ class CheckStages:
             res = await screen(self.plan("screening", wt, tasks, 1, job), book, boundaries,
                                env_factory=self.env_factory, progress=self.progress,
                                incumbent_job=self.baseline_dir)
+            if getattr(cand.proposal, "tier", "code") == "settings":  # no code of its own: its values must show
+                from validate.settings_screen import SettingsScreening
+
+                res = SettingsScreening.of(res, dict(getattr(cand.proposal, "settings", {}) or {}))
             details = res.details()
             charged = charged_cells(self.led, commit, "screening", res.outcome.results, baseline or {},
                                     self.infra_limit) if res.inconclusive else {}

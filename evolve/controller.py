@@ -279,6 +279,7 @@ class Controller(CandidateCreation, CheckStages, ControlArmStage):
         if d.decided and self.cfg.adoption.control == "midharness":  # the compute-matched control arm
             d, arm = await self.control_arm(round_no, incumbent, out, d)
         info = {**asdict(d), "pass_at_1": out.metrics.pass_at_1, "slug": cand.slug,
+                "tier": getattr(cand.proposal, "tier", None) or "code",
                 "comparison": compare(baseline, out.grid, self.cfg.r).counts, **({"control_arm": arm} if arm else {})}
         rep.decision, rep.regressions = info, d.regressions
         if not d.decided:

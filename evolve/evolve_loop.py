@@ -36,6 +36,7 @@ from evolve.analysis.pipeline import Analysis, call_info, error_info
 from evolve.analysis.ranking import rank, rejected_attempts
 from evolve.analysis.roles import ANALYST, with_limits
 from evolve.implement import IMPLEMENTER, diff_of, implement, repair_hook
+from evolve.implement.tier_units import prompt_refusal, settings_unit
 from evolve.proposals import PROPOSER, OverfitGuard, ProposalSpec, ProposerInputs, propose
 from validate.evaluate import grid_of_job, kill_point
 
@@ -347,7 +348,8 @@ class Evolution:
         inputs = ProposerInputs(group={"id": g.id, "name": g.name, "wish": g.wish, "tasks": g.tasks,
                                        "behaviours": g.behaviours},
                                 findings=findings, references=refs, history=self.history(),
-                                revisit=revisit, dev_tasks=ctl.dev_tasks(), stable_tasks=stable)
+                                revisit=revisit, dev_tasks=ctl.dev_tasks(), stable_tasks=stable,
+                                tiers=list(self.opt.tiers))
         try:
             spec, verdict, res = propose(inputs, workspace, self.backends("proposer", key), guard, role=role,
                                          saved=unit_file(rdir, key), transcripts=rdir / "transcripts",
@@ -379,6 +381,10 @@ class Evolution:
         key = f"r{n:02d}:implementation:{slug}"
         if (ev := self.led.find("implementation", key=key)):
             return ev[0].branch if ev[0].status == "done" else None
+        if spec.tier == "settings":  # made from the proposal alone: no coding agent, no model call
+            event = settings_unit(self.exp, n, slug, spec, guard, incumbent, incumbent_dir, key)
+            self._append(event, "evolve-implementation")
+            return event.branch if event.status == "done" else None
         role = self.role(IMPLEMENTER)
         self.budget.check(self.exp, f"implementation of {slug}", "implementer", role.limits.max_usd)
         try:
@@ -396,6 +402,10 @@ class Evolution:
             status, reason = "failed", "the implementer changed nothing"
         elif verdict.refused:
             status, reason = "refused", verdict.reason()
+        elif spec.tier == "prompt" and (refusal := prompt_refusal(
+                self.exp, incumbent, commit, self.exp.root / "worktrees" / f"r{n:02d}-{slug}" / "harness",
+                incumbent_dir)):
+            status, reason = "refused", refusal
         self._append(ImplementationEvent(key=key, round=n, slug=slug, status=status, branch=branch, commit=commit,
                                          reason=reason, report=res.output.model_dump(mode="json"),
                                          role_call=call_info(res)), "evolve-implementation")

@@ -4,7 +4,7 @@ by default (experiment.toml's ``[agents]``)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -33,6 +33,9 @@ class EvolveOptions(BaseModel):
     max_pairs: int | None = None
     max_repairs: int = 2
     role_limits: dict[str, Any] = Field(default_factory=dict, description="Limits fields for every role")
+    tiers: list[Literal["settings", "prompt", "code"]] = Field(
+        default_factory=lambda: ["settings", "prompt", "code"], min_length=1,
+        description="the mechanism tiers a proposal may take (a model that cannot write code: settings, prompt)")
 
 
 class EvolveReport(BaseModel):

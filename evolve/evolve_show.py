@@ -64,12 +64,15 @@ def round_record(exp: Experiment, n: int) -> RoundRecord:
     for e in led.find("proposal", round=n):
         p = e.proposal
         rec.proposals.append({"slug": e.slug, "status": e.status, "summary": p.get("summary", ""),
-                              "tier": p.get("tier") or "",  # proposal tiers; older proposals were all code
+                              "tier": p.get("tier", "code"), "settings": p.get("settings", {}),
+                              "templates": p.get("templates", []),
                               "predicted_fixes": p.get("predicted_fixes", []),
                               "tasks_at_risk": p.get("tasks_at_risk", []), "revisit_of": p.get("revisit_of"),
                               "reason": e.reason})
+    tiers = {e.slug: e.proposal.get("tier", "code") for e in led.find("proposal", round=n)}
     rec.implementations = [{"slug": e.slug, "status": e.status, "branch": e.branch, "commit": e.commit,
-                            "reason": e.reason} for e in led.find("implementation", round=n)]
+                            "reason": e.reason, "tier": e.report.get("tier") or tiers.get(e.slug, "code"),
+                            "changes": e.report.get("changes", {})} for e in led.find("implementation", round=n)]
     rec.grades = [e.grade.get("line", "") for e in led.find("grade", round=n)]
     rec.transfer = transfer_of_round(exp, n)
     if folder.is_dir():

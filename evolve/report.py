@@ -73,6 +73,7 @@ class CandidateRow:
     reason: str = ""
     version: str | None = None
     regressions: list[str] = field(default_factory=list)
+    tier: str = "code"  # the proposal's tier: settings | prompt | code
     checks: dict[str, str] = field(default_factory=dict)  # smoke / contracts / screening -> passed|failed|—
     pass_at_1: float | None = None
     baseline_pass_at_1: float | None = None
@@ -120,7 +121,7 @@ def _check_state(exp: Experiment, commits: list[str], stage: str) -> str:
 
 
 def _candidates(exp: Experiment) -> list[CandidateRow]:
-    from .show import _candidate_commits
+    from .show import _candidate_commits, tier_of
 
     led = exp.ledger
     rows = []
@@ -129,7 +130,8 @@ def _candidates(exp: Experiment) -> list[CandidateRow]:
         start = led.find("round_start", key=f"r{created.round:02d}:start")
         row = CandidateRow(created.round, created.branch.split("-", 1)[1], created.branch, chain[-1],
                            start[0].incumbent if start else "v0")
-        row.history.append((created.ts, f"created {created.commit[:10]} from {row.parent}"))
+        row.tier = tier_of(created)
+        row.history.append((created.ts, f"created {created.commit[:10]} from {row.parent} ({row.tier} tier)"))
         for ev in led.events:
             if getattr(ev, "commit", None) not in chain or ev.kind in ("candidate_created", "trial_done"):
                 continue

@@ -227,6 +227,7 @@ class VersionView:
     slug: str | None = None
     status: str = ""
     reason: str = ""
+    tier: str = ""  # the proposal's tier (settings | prompt | code); "" for the seed
     decision: dict[str, Any] = field(default_factory=dict)
     policy: str = ""  # a final decision's policy and its measured false-adoption rate at the grid's size
     files: list[FileChange] = field(default_factory=list)
@@ -276,6 +277,11 @@ def decision_policy(exp: Experiment, decision: dict[str, Any], evaluation: GridR
     return note if decision.get("power") is not None else note + "; power not recorded (the record predates it)"
 
 
+def tier_of(created: Any) -> str:
+    """The tier of a created candidate's proposal: settings, prompt or code (a patch or older proposal: code)."""
+    return str((created.proposal.get("proposal") or {}).get("tier") or "code")
+
+
 def version_view(exp: Experiment, ref: str) -> VersionView:
     """The view of adopted version ``ref`` (``vN``) or of a candidate (``cand/rNN-slug`` or ``rNN-slug``)."""
     repo = exp.repo
@@ -316,6 +322,8 @@ def version_view(exp: Experiment, ref: str) -> VersionView:
             view.reason = getattr(last, "reason", "") or str(last.decision.get("reason", ""))
             view.decision = last.decision
         view.evaluation_dir = locate_evaluation(exp, commit, created.round, slug)
+    if created is not None:
+        view.tier = tier_of(created)
     view.evaluation = load_grid(view.evaluation_dir, f"{view.label} evaluation")
     if view.evaluation_dir is not None and view.evaluation is None:
         view.notes.append(f"evaluation grid not found at {view.evaluation_dir}")
@@ -353,7 +361,8 @@ def render_text(view: VersionView, code: bool = True) -> str:
     """The view as Markdown-ish text for the terminal."""
     out = [f"# {view.label} ({view.commit[:10]})" + (f" from {view.parent} ({view.parent_commit[:10]})"
                                                      if view.parent and view.parent_commit else ""),
-           f"status: {view.status}" + (f" — round {view.round}, candidate {view.slug}" if view.round else "")]
+           f"status: {view.status}" + (f" — round {view.round}, candidate {view.slug}" if view.round else "")
+           + (f", tier {view.tier}" if view.tier else "")]
     if view.reason:
         out.append(f"decision: {view.reason}")
     if view.policy and view.policy not in view.reason:

@@ -61,9 +61,10 @@ def recording_name(role: str, key: str) -> str:
     return f"{role}--{re.sub(r'[^A-Za-z0-9_.-]+', '-', key)}.yaml"
 
 
-def factory(recordings: Path, implementer: ScriptedRoles, record_url: str | None = None):
+def factory(recordings: Path, implementer: ScriptedRoles, record_url: str | None = None,
+            record_roles: set[str] | None = None):
     """The round's backends: the scripted implementer, and a replay (or, with ``record_url``, a recording against
-    the real model there) of every other role call."""
+    the real model there) of every other role call (``record_roles``: record only these, replay the others)."""
     from trials.endpoints.spec import EndpointSpec
 
     # the same request settings when replaying (the base URL is not matched: a replay never connects)
@@ -74,7 +75,7 @@ def factory(recordings: Path, implementer: ScriptedRoles, record_url: str | None
         if role == "implementer":
             return implementer
         return make_backend("replay", endpoint, recording=recordings / recording_name(role, key),
-                            record=record_url is not None)
+                            record=record_url is not None and (record_roles is None or role in record_roles))
 
     return backends
 
@@ -86,19 +87,23 @@ def default_corpus():
 
 
 def replayed_evolution(exp, calls: Path, recordings: Path = RECORDINGS, record_url: str | None = None, *,
-                       rounds: int = 1, resume: bool = False, run_check: tuple[str, ...] = (BUILT,)):
+                       rounds: int = 1, resume: bool = False, run_check: tuple[str, ...] = (BUILT,),
+                       record_roles: set[str] | None = None):
     """The loop of this round on ``exp`` (also tests/evolve_driver.py's ``replayed``), and its scripted
     implementer (``run_check``: the mechanisms whose implementer calls the real, slow ``check()``)."""
     implementer = ScriptedRoles({}, calls, run_check=run_check, build_as=BUILT)
     evolution = Evolution(exp, EvolveOptions(rounds=rounds, resume=resume),
-                          factory(recordings, implementer, record_url), checks=repairing_checks(set()),
+                          factory(recordings, implementer, record_url, record_roles),
+                          checks=repairing_checks(set()),
                           research=default_corpus())
     return evolution, implementer
 
 
-def run_round(work: Path, base_url: str, recordings: Path, record_url: str | None = None):
+def run_round(work: Path, base_url: str, recordings: Path, record_url: str | None = None,
+              record_roles: set[str] | None = None):
     exp = make_experiment(work / "runs", base_url)
-    evolution, implementer = replayed_evolution(exp, work / "calls.log", recordings, record_url)
+    evolution, implementer = replayed_evolution(exp, work / "calls.log", recordings, record_url,
+                                                record_roles=record_roles)
     return exp, evolution.run(), implementer
 
 
@@ -116,6 +121,12 @@ def summary(exp) -> dict:
             "references": [c["reference"]["id"] for c in research.outcome.get("references", [])] if research else [],
             "proposals": [[p.slug, p.status] for p in props],
             "mechanism": props[0].proposal.get("mechanism") if props else None,
+            "tier": props[0].proposal.get("tier") if props else None,
+            "settings": props[0].proposal.get("settings") if props else None,
+            "implementations": [[e.slug, e.status, e.report.get("tier", "code")] for e in led.find("implementation")],
+            "checks": [f"{e.stage}:{'passed' if e.passed else 'failed'}" for e in led.find("check_result")],
+            "screenings": ["passed" if e.passed else "failed" for e in led.find("screening")],
+            "decisions": [e.kind for e in led.find("adoption") + led.find("rejection")],
             "grades": [g.grade.get("grade") for g in led.find("grade")],
             "trials": sorted(f"{e.purpose}:{e.task}:{e.rep}:{e.status}" for e in led.find("trial_done"))}
 
@@ -187,11 +198,17 @@ def test_kill_9_at_each_stage_then_resume_same_decision_no_call_or_trial_twice(t
     assert summary(exp) == expected["summary"]
 
 
-def record(base_url: str, work: Path) -> None:
-    """Make the recordings and expected.json again against the real model at ``base_url``."""
+def record(base_url: str, work: Path, roles: set[str] | None = None) -> None:
+    """Make the recordings and expected.json again against the real model at ``base_url`` (``roles``: re-record
+    only these roles' calls, replaying the others' stored recordings)."""
     fresh = work / "recordings"
+    fresh.mkdir(parents=True)
+    if roles:
+        for p in RECORDINGS.glob("*.yaml"):
+            if p.name.split("--", 1)[0] not in roles:
+                shutil.copy(p, fresh / p.name)
     with ScriptedServer(FlakyClaimer(), model="scripted") as srv:
-        exp, _, _ = run_round(work, srv.base_url, fresh, record_url=base_url)
+        exp, _, _ = run_round(work, srv.base_url, fresh, record_url=base_url, record_roles=roles)
     got = summary(exp)
     print(json.dumps(got, indent=1))
     print((exp.root / "rounds" / "r01" / "evolve.md").read_text())
@@ -206,5 +223,7 @@ def record(base_url: str, work: Path) -> None:
 if __name__ == "__main__":
     import tempfile
 
+    args = [a for a in sys.argv[1:] if not a.startswith("--only=")]
+    only = {r for a in sys.argv[1:] if a.startswith("--only=") for r in a.split("=", 1)[1].split(",")}
     with tempfile.TemporaryDirectory() as tmp:
-        record(sys.argv[1] if len(sys.argv) > 1 else "http://127.0.0.1:8080/v1", Path(tmp))
+        record(args[0] if args else "http://127.0.0.1:8080/v1", Path(tmp), only or None)

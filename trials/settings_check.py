@@ -6,7 +6,9 @@ model where the harness has one) in a confined subprocess (:mod:`trials.confine`
 never imported into the evaluator nor run on the host, and turns a rejection into one message naming the key
 and the keys that exist.
 
-``python -m trials.settings_check HARNESS_DIR OVERRIDES_JSON`` prints ``{"problems": [...]}``.
+``python -m trials.settings_check HARNESS_DIR OVERRIDES_JSON`` prints ``{"problems": [...]}``;
+``python -m trials.settings_check --schema HARNESS_DIR`` prints the JSON schema of every settings key
+(:func:`settings_schema`: what a settings-tier proposal may set, from the harness's own models).
 """
 
 from __future__ import annotations
@@ -94,6 +96,65 @@ def check_in_process(harness_dir: Path, overrides: dict[str, Any]) -> list[str]:
     return problems
 
 
+def _flatten(schema: dict[str, Any], node: dict[str, Any], prefix: str, out: dict[str, Any]) -> None:
+    """Dotted key -> the JSON schema of that one value (``$ref`` sections followed)."""
+    if "$ref" in node:
+        node = schema.get("$defs", {}).get(node["$ref"].rsplit("/", 1)[-1], {})
+    props = node.get("properties")
+    if props is None:
+        out[prefix] = node
+        return
+    for name, sub in props.items():
+        _flatten(schema, sub, f"{prefix}.{name}" if prefix else name, out)
+
+
+def schema_in_process(harness_dir: Path) -> dict[str, Any]:
+    """Every settings key of the harness package at ``harness_dir`` with its JSON schema (imports it: run in a
+    child). A plain table (``[midharness]`` in the seed) takes its keys from its own model where there is one."""
+    sys.path.insert(0, str(harness_dir.parent))
+    name = f"{harness_dir.name}.settings"
+    if not _module_exists(name):
+        return {}
+    model = getattr(importlib.import_module(name), "Settings", None)
+    if model is None:
+        return {}
+    schema = model.model_json_schema()
+    out: dict[str, Any] = {}
+    _flatten(schema, schema, "", out)
+    config_name = f"{harness_dir.name}.midharness.config"
+    if "midharness" in out and _module_exists(config_name):
+        out.pop("midharness")
+        mid = importlib.import_module(config_name).MidHarnessSettings.model_json_schema()
+        _flatten(mid, mid, "midharness", out)
+    return out
+
+
+def _child(args: list[str], harness_dir: Path, what: str) -> dict[str, Any]:
+    """Run ``python -m trials.settings_check ARGS`` (the harness imported only there, confined as its trials are:
+    trials/confine.py); its JSON answer."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH", "")) if p)}
+    try:
+        done = confine.run_python(["-m", "trials.settings_check", *args], harness_dir, CHECK_TIMEOUT_SEC,
+                                  f"{what} of {harness_dir}", env)
+    except subprocess.TimeoutExpired:
+        raise SettingsError(f"{what} of {harness_dir} took over {CHECK_TIMEOUT_SEC:.0f} s") from None
+    except confine.ConfinementUnavailable as exc:
+        raise SettingsError(str(exc)) from None
+    try:
+        return json.loads(done.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        raise SettingsError(f"could not {what} of {harness_dir} (exit {done.returncode}): "
+                            f"{(done.stderr or done.stdout).strip()[-800:]}") from None
+
+
+def settings_schema(harness_dir: str | Path) -> dict[str, Any]:
+    """Dotted settings key -> JSON schema of its value, from the harness's own settings models (in a child
+    process, like :func:`check_settings`); {} for a harness without a settings model."""
+    harness_dir = Path(harness_dir).resolve()
+    return _child(["--schema", str(harness_dir)], harness_dir, "read the settings schema").get("schema", {})
+
+
 def check_settings(harness_dir: str | Path | None, overrides: dict[str, Any]) -> None:
     """Raise :class:`SettingsError` when ``overrides`` are not valid for the harness at ``harness_dir``."""
     if not overrides:
@@ -101,23 +162,16 @@ def check_settings(harness_dir: str | Path | None, overrides: dict[str, Any]) ->
     if harness_dir is None:
         raise SettingsError(f"this agent takes no harness settings (asked: {', '.join(overrides)})")
     harness_dir = Path(harness_dir).resolve()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        p for p in (str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH", "")) if p)}
-    try:  # candidate code: confined as its trials are (trials/confine.py)
-        done = confine.run_python(["-m", "trials.settings_check", str(harness_dir), json.dumps(overrides)],
-                                  harness_dir, CHECK_TIMEOUT_SEC, f"the settings check of {harness_dir}", env)
-    except subprocess.TimeoutExpired:
-        raise SettingsError(f"checking the settings of {harness_dir} took over {CHECK_TIMEOUT_SEC:.0f} s") from None
-    except confine.ConfinementUnavailable as exc:
-        raise SettingsError(str(exc)) from None
     try:
-        problems = json.loads(done.stdout.strip().splitlines()[-1])["problems"]
-    except (IndexError, ValueError, KeyError, TypeError):
-        raise SettingsError(f"could not check the settings of {harness_dir} (exit {done.returncode}): "
-                            f"{(done.stderr or done.stdout).strip()[-800:]}") from None
+        problems = _child([str(harness_dir), json.dumps(overrides)], harness_dir, "check the settings")["problems"]
+    except (KeyError, TypeError):
+        raise SettingsError(f"could not check the settings of {harness_dir}: no problem list came back") from None
     if problems:
         raise SettingsError(f"harness {harness_dir.name} ({harness_dir}): " + "; ".join(problems))
 
 
 if __name__ == "__main__":
-    print(json.dumps({"problems": check_in_process(Path(sys.argv[1]), json.loads(sys.argv[2]))}))
+    if sys.argv[1] == "--schema":
+        print(json.dumps({"schema": schema_in_process(Path(sys.argv[2]))}))
+    else:
+        print(json.dumps({"problems": check_in_process(Path(sys.argv[1]), json.loads(sys.argv[2]))}))

@@ -61,6 +61,9 @@ def round_cmd(
     = None,
     resume: Annotated[bool, typer.Option("--resume", help="continue a started round; finished work is kept")]
     = False,
+    tiers: Annotated[str, typer.Option(help="mechanism tiers a proposal may take, comma-separated: settings, "
+                                            "prompt, code (a model that cannot write code: settings,prompt)")]
+    = "settings,prompt,code",
     runs_dir: Annotated[Path, typer.Option(help="where experiments live")] = Path("runs"),
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
 ) -> None:
@@ -83,6 +86,9 @@ def round_cmd(
 def reference_cmd(
     name: Annotated[str, typer.Argument(help="experiment name or path")],
     version: Annotated[str | None, typer.Option("--version", help="default: the incumbent")] = None,
+    tiers: Annotated[str, typer.Option(help="mechanism tiers a proposal may take, comma-separated: settings, "
+                                            "prompt, code (a model that cannot write code: settings,prompt)")]
+    = "settings,prompt,code",
     runs_dir: Annotated[Path, typer.Option(help="where experiments live")] = Path("runs"),
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
 ) -> None:
@@ -115,6 +121,9 @@ def evolve_cmd(
     max_hours: Annotated[float | None, typer.Option(help="wall time of this invocation")] = None,
     max_pairs: Annotated[int | None, typer.Option(help="at most this many success/failure pairs analysed")]
     = None,
+    tiers: Annotated[str, typer.Option(help="mechanism tiers a proposal may take, comma-separated: settings, "
+                                            "prompt, code (a model that cannot write code: settings,prompt)")]
+    = "settings,prompt,code",
     runs_dir: Annotated[Path, typer.Option(help="where experiments live")] = Path("runs"),
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
     force: Annotated[bool, typer.Option("--force", help="evolve even on a grid that cannot adopt a perfect "
@@ -132,7 +141,8 @@ def evolve_cmd(
         opts = EvolveOptions(rounds=rounds, candidates=candidates, resume=resume, patience=patience,
                              external_research=not no_external_research,
                              harness_evidence=not no_harness_evidence, max_usd=max_usd, max_tokens=max_tokens,
-                             max_hours=max_hours, max_pairs=max_pairs)
+                             max_hours=max_hours, max_pairs=max_pairs,
+                             tiers=[t.strip() for t in tiers.split(",") if t.strip()])
         check = preflight(exp, lambda s: _out.print(s, markup=False, soft_wrap=True), force, candidates)
         report = Evolution(exp, opts, progress=progress, say=lambda s: _out.print(s, markup=False),
                            preflight=check).run()

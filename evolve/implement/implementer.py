@@ -104,7 +104,8 @@ def repair_hook(exp: Experiment, backend_for: Callable[[str], Backend], specs: d
 
     def repair(candidate_dir: Path, failures: list[Any]) -> dict[str, Any]:
         spec = specs.get(Path(candidate_dir).parent.name)
-        if spec is None:  # not a candidate the implementer made (a person's patch): nobody to send it to
+        if spec is None or spec.tier == "settings":
+            # not a candidate the implementer made (a person's patch, a settings-tier candidate): nobody to send it to
             return {"changed": False, "role_call": {}}
         if before is not None:
             before(Path(candidate_dir))

@@ -1,0 +1,204 @@
+"""Mechanism tiers: what a settings-tier or prompt-tier proposal may name, and how its candidate is made.
+
+Real parts: the seed's Handbook and settings schema (read through the same child process that checks a grid's
+settings), real git (an experiment's harness repository), jinja2's sandbox. The proposer's answers come from a
+backend double that returns a fixed answer (named :class:`Answering`), so the refusals are the platform's."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from evolve.agents import BackendReply, Usage
+from evolve.proposals import PROPOSER, OverfitGuard, ProposerInputs, propose
+from evolve.proposals.prompt_tier import check_prompt_candidate
+from evolve.proposals.switches import harness_switches
+from tests.test_evolve_support import make_experiment
+
+REPO = Path(__file__).resolve().parents[1]
+SEED = REPO / "harness_seed"
+STARTER = REPO / "data" / "starter"
+DEV = ["hello-file", "write-json"]
+GROUP = {"id": "g1", "name": "claims without checking", "wish": "verify before claiming", "tasks": ["write-json"],
+         "behaviours": ["completion.handshake"]}
+
+
+class Answering:
+    """A backend double: answers every call with ``answer`` and keeps the prompt it was given."""
+
+    name = "answering"
+
+    def __init__(self, answer: dict):
+        from trials.endpoints.spec import PriceTable
+
+        self.answer, self.prompts, self.price = answer, [], PriceTable()
+
+    async def run(self, job):
+        self.prompts.append(job.prompt)
+        return BackendReply(output=job.role.output.model_validate(self.answer),
+                            usage=Usage(input_tokens=1, output_tokens=1, requests=1))
+
+
+def settings_answer(**settings) -> dict:
+    return {"tier": "settings", "settings": [{"key": k, "value": v} for k, v in settings.items()],
+            "mechanism": "confirm-more", "summary": "ask for one more confirmation before a claim ends the run",
+            "behaviour_change": "a run ends after three consecutive claims", "predicted_fixes": ["write-json"]}
+
+
+def run_proposer(tmp_path: Path, answer: dict):
+    backend = Answering(answer)
+    spec, verdict, _ = propose(ProposerInputs(group=GROUP, findings=["f1 (task write-json): claimed early"],
+                                              dev_tasks=DEV, stable_tasks=["hello-file"]),
+                               SEED, backend, OverfitGuard(STARTER, DEV), role=PROPOSER,
+                               transcripts=tmp_path / "tr", harness=SEED)
+    return spec, verdict, backend.prompts[0]
+
+
+def test_the_proposer_sees_every_switch_with_its_current_and_allowed_values(tmp_path):
+    spec, verdict, prompt = run_proposer(tmp_path, settings_answer(**{"terminus.confirmations": 3}))
+    assert "- completion.handshake: terminus.confirmations = 2, an integer >= 1" in prompt
+    assert 'midharness.verifier = "pairwise", one of "listwise", "pointwise", "pairwise", "tournament"' in prompt
+    assert "model.json_schema = false, true or false" in prompt
+    assert "tmux.session_name" not in prompt  # free text is no switch
+    assert "prompts/completion_confirm.j2" in prompt
+    # a listed switch with an allowed value passes; screening will look for the steered behaviour's spans
+    assert not verdict.refused, verdict.reason()
+    assert spec.tier == "settings" and spec.settings == {"terminus.confirmations": 3}
+    assert spec.boundaries == ["completion:CompletionHandshake.on_reply"]
+
+
+@pytest.mark.parametrize("key,value,named", [
+    ("completion.verify_first", True, "setting completion.verify_first is not a switch the incumbent's Handbook"),
+    ("tmux.session_name", "other", "setting tmux.session_name is not a switch"),  # listed, but free text
+    ("terminus.confirmations", 0, "setting terminus.confirmations: Input should be greater than or equal to 1"),
+    ("context.proactive_max_fraction", 1.5, "setting context.proactive_max_fraction: Input should be less than"),
+    ("midharness.verifier", "best", 'setting midharness.verifier: "best" is not allowed (one of "listwise"'),
+    ("model.json_schema", "maybe", 'setting model.json_schema: "maybe" is not allowed (true or false)'),
+    ("model.json_schema", 1, "setting model.json_schema: 1 is not allowed (true or false)"),
+    ("midharness.n", 2.5, "setting midharness.n: 2.5 is not allowed (an integer >= 1)"),
+    ("terminus.confirmations", 2, "setting terminus.confirmations is 2 already"),
+])
+def test_a_settings_proposal_outside_the_handbook_or_the_schema_is_refused_with_the_key_named(tmp_path, key, value,
+                                                                                               named):
+    _, verdict, _ = run_proposer(tmp_path, settings_answer(**{key: value}))
+    assert verdict.refused
+    assert named in verdict.reason(), verdict.reason()
+
+
+def test_a_switch_written_after_its_behaviour_id_is_read_as_that_switch(tmp_path):
+    spec, verdict, _ = run_proposer(tmp_path, settings_answer(**{"completion.handshake.terminus.confirmations": "1"}))
+    assert not verdict.refused and spec.settings == {"terminus.confirmations": 1}
+    _, verdict, _ = run_proposer(tmp_path, settings_answer(**{"model.call.terminus.confirmations": 3}))
+    assert verdict.refused and "setting model.call.terminus.confirmations is not a switch" in verdict.reason()
+
+
+def test_values_written_as_text_are_read_as_their_switch_type(tmp_path):
+    spec, verdict, _ = run_proposer(tmp_path, settings_answer(**{"model.json_schema": "true", "midharness.n": "4"}))
+    assert not verdict.refused, verdict.reason()
+    assert spec.settings == {"model.json_schema": True, "midharness.n": 4}
+
+
+def test_a_refused_settings_proposal_is_booked_like_the_guards_refusals(tmp_path):
+    """Through the loop's proposal unit: a ``refused`` ProposalEvent whose reason names the key."""
+    from evolve.analysis.models import Group
+    from evolve.evolve_loop import Evolution, EvolveOptions
+
+    exp = make_experiment(tmp_path / "runs", "http://127.0.0.1:9/v1")
+    backend = Answering(settings_answer(**{"model.not_a_switch": 1}))
+    evo = Evolution(exp, EvolveOptions(rounds=1), lambda role, key: backend)
+    from evolve.controller import Controller
+
+    ctl = Controller(exp)
+    group = Group(id="g1", name=GROUP["name"], wish=GROUP["wish"], members=["f1"], tasks=["write-json"],
+                  behaviours=["completion.handshake"], signature="completion.handshake")
+    made = evo._proposal_unit(1, group, ["f1"], {}, "", [], OverfitGuard(STARTER, DEV), ctl,
+                              ctl.version_dir("v0"), exp.root / "rounds" / "r01")
+    assert made is None
+    (event,) = exp.ledger.find("proposal")
+    assert event.status == "refused" and "model.not_a_switch" in event.reason
+    assert event.proposal["tier"] == "settings"
+    assert "its switches under model.: model.interleaved_thinking" in event.reason
+    assert "refused: setting model.not_a_switch is not a switch" in "\n".join(evo.history())  # the next proposer
+
+
+# ------------------------------------------------------------------------------------------------ prompt tier
+@pytest.fixture()
+def copy(tmp_path) -> Path:
+    out = tmp_path / "harness"
+    shutil.copytree(SEED, out, ignore=shutil.ignore_patterns("__pycache__"))
+    return out
+
+
+def test_a_prompt_edit_that_keeps_its_variables_renders_and_passes(copy):
+    t = copy / "prompts" / "completion_confirm.j2"
+    t.write_text("Before you confirm, run a command that shows the result.\n" + t.read_text())
+    assert check_prompt_candidate(SEED, copy, ["prompts/completion_confirm.j2"]) == ([], [])
+
+
+@pytest.mark.parametrize("text,named", [
+    ("State: {{ terminal_output }} {{ checklist }}", ("uses checklist, which the harness does not pass (it passes: "
+                                                    "fmt, terminal_output)")),
+    ("State: {{ terminal_output }} {% if fmt == 'json' %}JSON", "not a valid template (line 1: Unexpected end"),
+    ("State: {{ terminal_output | shout }}", "No filter named 'shout'"),
+    ("State: {{ terminal_output.splitlines()[99] }}", "does not render with the variables the harness passes"),
+])
+def test_a_prompt_edit_that_breaks_rendering_is_refused(copy, text, named):
+    (copy / "prompts" / "completion_confirm.j2").write_text(text)
+    problems, _ = check_prompt_candidate(SEED, copy, ["prompts/completion_confirm.j2"])
+    assert problems and "prompts/completion_confirm.j2" in problems[0] and named in " ".join(problems), problems
+
+
+def test_a_prompt_tier_candidate_may_change_templates_only(copy):
+    problems, _ = check_prompt_candidate(SEED, copy, ["prompts/warnings.j2", "loop.py"])
+    assert "may change only prompt templates (*.j2); it changed loop.py" in problems[0]
+
+
+def test_the_prompt_tier_refusal_reads_the_candidates_commit(tmp_path):
+    """Real git: a candidate branch whose template no longer renders is refused by the loop's check."""
+    from evolve.controller import Controller
+    from evolve.implement.tier_units import prompt_refusal
+
+    exp = make_experiment(tmp_path / "runs", "http://127.0.0.1:9/v1")
+    inc = Controller(exp).version_dir("v0")
+    _, wt = exp.create_candidate(1, "confirm-wording", base=exp.commit_of("v0"))
+    (wt / "prompts" / "completion_confirm.j2").write_text("{{ terminal_output }} {{ verdict }}")
+    commit = exp.commit_worktree(wt, "prompt edit")
+    reason = prompt_refusal(exp, "v0", commit, wt, inc)
+    assert reason.startswith("prompt tier: prompts/completion_confirm.j2: uses verdict"), reason
+    (wt / "prompts" / "completion_confirm.j2").write_text("Check first.\n{{ terminal_output }} {{ fmt }}")
+    assert prompt_refusal(exp, "v0", exp.commit_worktree(wt, "fixed"), wt, inc) == ""
+
+
+def test_switches_of_the_seed_are_every_bounded_setting_its_handbook_lists():
+    switches = {s.key: s for s in harness_switches(SEED)}
+    assert switches["terminus.confirmations"].behaviours == ["completion.handshake"]
+    assert switches["midharness.n"].behaviours == ["model.actor", "model.sampling"]
+    assert switches["context.proactive_max_fraction"].allowed == "a number > 0 and <= 1"
+    assert not {"tmux.session_name", "tmux.shell", "trajectory.file", "midharness.verifier_model"} & set(switches)
+    assert json.loads(json.dumps([s.model_dump() for s in switches.values()]))  # plain data for the prompt
+
+
+def test_an_experiment_limited_to_the_settings_tier_offers_only_it_and_requires_the_values(tmp_path):
+    from pydantic import ValidationError
+
+    from evolve.proposals.models import answer_model
+
+    model = answer_model(["settings"])
+    schema = model.model_json_schema()
+    assert schema["properties"]["tier"]["const"] == "settings" and schema["required"][:2] == ["tier", "settings"]
+    with pytest.raises(ValidationError, match="tier"):
+        model.model_validate({**settings_answer(**{"terminus.confirmations": 3}), "tier": "code", "setting": "a.b"})
+    with pytest.raises(ValidationError, match="settings"):
+        model.model_validate({**settings_answer(), "settings": []})
+    # the proposer's prompt then offers the settings tier alone, and no prompt templates
+    backend = Answering(settings_answer(**{"terminus.confirmations": 3}))
+    spec, verdict, _ = propose(ProposerInputs(group=GROUP, findings=["f1"], dev_tasks=DEV, tiers=["settings"]), SEED,
+                               backend,
+                               OverfitGuard(STARTER, DEV), transcripts=tmp_path / "tr", harness=SEED)
+    assert not verdict.refused and spec.tier == "settings"
+    assert "- settings: new values" in backend.prompts[0] and "- code: a new mechanism" not in backend.prompts[0]
+    assert "Prompt templates:" not in backend.prompts[0]
+    assert "Switches of the behaviours these findings involve" in backend.prompts[0]
