@@ -19,8 +19,13 @@ from evolve.controller import CandidateInput, Proposal, run_round
 from evolve.report import write_report
 from evolve.show import render_text, version_view
 from tests.control_arm_support import sampling_claimer
-from tests.fakes.openai_server import ScriptedServer
-from tests.test_controller_support import GOOD, GOOD_PROPOSAL, make_experiment, parts_missing, standin_checks
+from tests.test_controller_support import (
+    GOOD,
+    GOOD_PROPOSAL,
+    make_experiment,
+    scripted_server,
+    standin_checks,
+)
 from trials.job import load_job
 from validate.control_arm import trial_tokens
 
@@ -29,10 +34,7 @@ pytestmark = [pytest.mark.tmux, pytest.mark.sandbox]
 
 @pytest.fixture
 def server():
-    if (why := parts_missing()):
-        pytest.skip(why)
-    with ScriptedServer(sampling_claimer, model="scripted") as srv:
-        yield srv
+    yield from scripted_server(sampling_claimer)
 
 
 def _round(exp):

@@ -11,7 +11,6 @@ import json
 import pytest
 
 from evolve.controller import CandidateInput, Proposal, run_round
-from tests.fakes.openai_server import ScriptedServer
 from tests.test_controller_support import (
     GOOD,
     GOOD_PROPOSAL,
@@ -19,7 +18,7 @@ from tests.test_controller_support import (
     HARMFUL_PROPOSAL,
     early_claimer,
     make_experiment,
-    parts_missing,
+    scripted_server,
     standin_checks,
 )
 from trials.errors import SandboxError
@@ -29,10 +28,7 @@ pytestmark = [pytest.mark.tmux, pytest.mark.sandbox]
 
 @pytest.fixture
 def server():
-    if (why := parts_missing()):
-        pytest.skip(why)
-    with ScriptedServer(early_claimer, model="scripted") as srv:
-        yield srv
+    yield from scripted_server(early_claimer)
 
 
 def test_good_adopted_harmful_rejected(tmp_path, server):

@@ -103,6 +103,19 @@ def parts_missing() -> str | None:
     return None
 
 
+def scripted_server(handler: Any, model: str = "scripted") -> Any:
+    """A pytest fixture body: a ScriptedServer answering with ``handler`` over real HTTP, or a skip naming the
+    missing part (``yield from scripted_server(early_claimer)``)."""
+    import pytest
+
+    from tests.fakes.openai_server import ScriptedServer
+
+    if (why := parts_missing()):
+        pytest.skip(why)
+    with ScriptedServer(handler, model=model) as srv:
+        yield srv
+
+
 def ledger_shape(root: Path) -> list[tuple]:
     """The ledger as (kind, key, outcome fields) with commits replaced by names in order of appearance, so two
     experiments (whose candidate commits differ by timestamps) compare equal when they did the same work."""

@@ -8,13 +8,12 @@ from __future__ import annotations
 import pytest
 
 from evolve.controller import CandidateInput, Proposal, run_round
-from tests.fakes.openai_server import ScriptedServer
 from tests.test_controller_support import (
     GOOD,
     GOOD_PROPOSAL,
     early_claimer,
     make_experiment,
-    parts_missing,
+    scripted_server,
     standin_checks,
 )
 from trials.errors import SandboxError
@@ -24,10 +23,7 @@ pytestmark = [pytest.mark.tmux, pytest.mark.sandbox]
 
 @pytest.fixture
 def server():
-    if (why := parts_missing()):
-        pytest.skip(why)
-    with ScriptedServer(early_claimer, model="scripted") as srv:
-        yield srv
+    yield from scripted_server(early_claimer)
 
 
 def test_a_bottom_cell_in_the_control_grid_blocks_the_round_and_a_resume_completes_it(tmp_path, server):
