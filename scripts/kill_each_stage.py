@@ -9,7 +9,8 @@
 Each ``--stage`` is one invocation of ``rise evolve NAME --rounds R --resume``, killed by SIGKILL:
 - ``STAGE[@n]``: at a kill point (the n-th time it is passed), right after that unit is booked in the ledger
   (``RISE_TEST_KILL_AT``; the stage names are the ``kill_point`` calls: reference:trial, analysis-finding,
-  evolve-research, evolve-proposal, evolve-implementation, smoke, contracts, screening, evaluation:trial, ...);
+  evolve-research, evolve-proposal, settings-candidate, settings-commit, evolve-implementation, smoke, contracts,
+  screening, evaluation:trial, ...);
 - ``t+SECONDS``: that many seconds after the invocation started, whatever it is doing (a trial, a role call).
 
 An invocation that ends by itself (the stage was never reached) ends the kill list. Then one more invocation

@@ -4,7 +4,8 @@ the test doubles of tests/test_evolve_support.py (scripted role backend, real sm
     python -m tests.evolve_driver RUNS NAME CALLS_LOG ROUNDS MECHANISM
 
 MECHANISM ``verify-completion+repair``: its stand-in contracts fail once, so the repair hook (the scripted
-implementer) mends the contract first. MECHANISM ``replayed``: the round of tests/test_evolve_replayed_round.py instead (every role but the scripted
+implementer) mends the contract first. MECHANISM ``confirm-more``: a settings-tier proposal (tests/test_evolve_support.py's
+CONFIRM; the loop offers the settings tier only), its candidate made with no coding agent. MECHANISM ``replayed``: the round of tests/test_evolve_replayed_round.py instead (every role but the scripted
 implementer replays the recorded real run; research on, over the default corpus).
 
 ``RISE_TEST_KILL_AT=<stage>`` in the environment kills it at that stage (validate.evaluate.kill_point). One stage
@@ -20,7 +21,7 @@ from pathlib import Path
 def main(argv: list[str]) -> int:
     from evolve.evolve_loop import Evolution, EvolveOptions
     from evolve.store import Experiment, open_experiment
-    from tests.test_evolve_support import TRIM, VERIFY, ScriptedRoles, repairing_checks
+    from tests.test_evolve_support import CONFIRM, TRIM, VERIFY, ScriptedRoles, repairing_checks
     from validate.evaluate import kill_point
 
     commit = Experiment.commit_worktree
@@ -38,10 +39,11 @@ def main(argv: list[str]) -> int:
         evolution, _ = replayed_evolution(exp, Path(calls), rounds=int(rounds), resume=True, run_check=())
     else:
         mech, _, repair = mech.partition("+")
-        proposal = {"verify-completion": VERIFY, "keystroke-trim": TRIM}[mech]
+        proposal = {"verify-completion": VERIFY, "keystroke-trim": TRIM, "confirm-more": CONFIRM}[mech]
         roles = ScriptedRoles({n: [proposal] for n in range(1, int(rounds) + 1)}, Path(calls), run_check=())
-        evolution = Evolution(exp, EvolveOptions(rounds=int(rounds), resume=True, external_research=False), roles,
-                              checks=repairing_checks({mech} if repair else set()))
+        tiers = {"tiers": ["settings"]} if proposal.get("tier") == "settings" else {}
+        evolution = Evolution(exp, EvolveOptions(rounds=int(rounds), resume=True, external_research=False, **tiers),
+                              roles, checks=repairing_checks({mech} if repair else set()))
     report = evolution.run()
     print("STOPPED", report.stopped, "ADOPTED", [r["adopted"] for r in report.rounds])
     return 0 if report.final else 3

@@ -80,6 +80,13 @@ TRIM = {"mechanism": "keystroke-trim", "summary": "Strip trailing whitespace fro
         "tidy.", "behaviour_change": "keystrokes are sent without trailing whitespace", "behaviours": ["dispatch.trim"],
         "functions": ["tmux:trim_keystrokes"], "setting": "tmux.trim_keystrokes", "predicted_fixes": ["write-json"],
         "tasks_at_risk": []}
+# a settings-tier proposal (the loop then offers the settings tier only): one more confirmation before a claim is
+# accepted, a switch the seed's Handbook lists for completion.handshake; made with no coding agent
+CONFIRM = {"mechanism": "confirm-more", "summary": "Ask the model to confirm a completion claim three times "
+           "before accepting it.", "behaviour_change": "a completion claim is accepted after three confirmations",
+           "behaviours": ["completion.handshake"], "functions": ["completion:CompletionHandshake.on_reply"],
+           "tier": "settings", "settings": [{"key": "terminus.confirmations", "value": 3}],
+           "predicted_fixes": ["write-json"], "tasks_at_risk": []}
 
 
 def _build_module():

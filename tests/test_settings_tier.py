@@ -87,6 +87,19 @@ def test_a_half_made_candidate_of_a_kill_is_made_again_from_the_incumbent(exp):
         "HANDBOOK.md", "HANDBOOK.toml", "settings.toml"]
 
 
+def test_a_candidate_committed_before_a_kill_is_returned_not_made_again(exp):
+    inc = Controller(exp).version_dir("v0")
+    spec = spec_of(**{"terminus.confirmations": 3})
+    made = make_settings_candidate(exp, 1, spec, slug="once", incumbent_dir=inc)
+    assert make_settings_candidate(exp, 1, spec, slug="once", incumbent_dir=inc) == made  # commit and report
+    assert exp.repo.git.rev_list("--count", f"{exp.commit_of('v0')}..{made[0]}") == "1"
+    # another value for the same candidate is not that commit: made again from the incumbent
+    _, other, report = make_settings_candidate(exp, 1, spec_of(**{"terminus.confirmations": 4}), slug="once",
+                                               incumbent_dir=inc)
+    assert other != made[1] and report["changes"] == {"terminus.confirmations": [2, 4]}
+    assert exp.repo.git.rev_list("--count", f"{exp.commit_of('v0')}..{made[0]}") == "1"
+
+
 # ------------------------------------------------------------------------------------------------ screening
 def _trial(job: Path, name: str, settings: dict | None, status: str = "passed") -> None:
     tdir = job / name

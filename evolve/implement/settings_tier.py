@@ -10,7 +10,9 @@ checked against the incumbent's Handbook and settings schema by :func:`evolve.pr
    gets a line in its notes saying the value and where it came from, and ``HANDBOOK.md`` is rendered again;
 4. requires ``rise handbook check`` to pass, then commits.
 
-A kill anywhere before the commit leaves edits nobody recorded: the next call starts again from the incumbent.
+A kill anywhere before the commit leaves edits nobody recorded: the next call starts again from the incumbent. A
+kill after the commit, before the loop booked it: the next call finds that commit (its message and its parent) and
+returns it, so a candidate is committed once however often its unit is resumed.
 """
 
 from __future__ import annotations
@@ -107,19 +109,29 @@ def make_settings_candidate(exp: Experiment, round_no: int, spec: ProposalSpec, 
     base = exp.commit_of(exp.incumbent())
     branch, wt = exp.create_candidate(round_no, slug, base=base)
     repo = git.Repo(wt)
+    values, problems = check_changes(incumbent_dir, dict(spec.settings))
+    before = tomllib.loads(exp.repo.git.show(f"{base}:settings.toml"))
+    changes = {key: [_current(before, key), value] for key, value in values.items()}
+    origin = f"round {round_no}, settings tier, {slug}"
+    lines = "\n".join(f"{k}: {_show(old)} -> {_show(new)}" for k, (old, new) in changes.items())
+    message = f"{SETTINGS_MARK}: {spec.mechanism} (round {round_no}, {slug})\n\n{lines}\n"
+    head = repo.head.commit
+    if not problems and head.hexsha != base and [p.hexsha for p in head.parents] == [base] \
+            and head.message.strip() == message.strip() and not repo.is_dirty(untracked_files=True):
+        # a kill after the commit, before its implementation event: the candidate is made, book that one (made
+        # again it would be a second commit of the same candidate, the first left dangling)
+        repo.git.clean("-ffdx")  # as commit_worktree would have: nothing the commit left out runs in the checks
+        check = check_harness(wt)
+        if check.ok:
+            return branch, head.hexsha, _report(changes, _noted_in(wt, origin), check)
     repo.git.reset("--hard", base)  # a kill before the commit left edits nobody recorded
     repo.git.clean("-fdx")
-    values, problems = check_changes(incumbent_dir, dict(spec.settings))
     if problems:
         raise TierError(f"{slug}: " + "; ".join(problems))
-    before = tomllib.loads((wt / "settings.toml").read_text())
-    changes = {}
     for key, value in values.items():
         if not set_toml_value(wt / "settings.toml", key, value):
             raise TierError(f"{slug}: setting {key} is not in {wt / 'settings.toml'} (or holds {value!r} already)")
-        changes[key] = [_current(before, key), value]
     kill_point("settings-candidate")
-    origin = f"round {round_no}, settings tier, {slug}"
     noted = resync_handbook(incumbent_dir, wt, origin)
     check = check_harness(wt)
     if not check.ok:
@@ -127,8 +139,25 @@ def make_settings_candidate(exp: Experiment, round_no: int, spec: ProposalSpec, 
         repo.git.clean("-fdx")
         raise TierError(f"{slug}: the resynced Handbook does not pass `rise handbook check`: "
                         + "; ".join(str(p) for p in check.problems[:5]))
-    lines = "\n".join(f"{k}: {_show(old)} -> {_show(new)}" for k, (old, new) in changes.items())
-    commit = exp.commit_worktree(wt, f"{SETTINGS_MARK}: {spec.mechanism} (round {round_no}, {slug})\n\n{lines}\n")
-    return branch, commit, {"tier": "settings", "changes": changes, "handbook": noted,
-                            "handbook_check": check.summary(), "files": ["settings.toml", HANDBOOK_FILE,
-                                                                         "HANDBOOK.md"]}
+    commit = exp.commit_worktree(wt, message)
+    kill_point("settings-commit")  # the kill tests' point between the commit and its implementation event
+    return branch, commit, _report(changes, noted, check)
+
+
+def _report(changes: dict[str, list[Any]], noted: dict[str, list[str]], check: Any) -> dict[str, Any]:
+    return {"tier": "settings", "changes": changes, "handbook": noted, "handbook_check": check.summary(),
+            "files": ["settings.toml", HANDBOOK_FILE, "HANDBOOK.md"]}
+
+
+def _noted_in(wt: Path, origin: str) -> dict[str, list[str]]:
+    """Behaviour id -> the keys whose value :func:`resync_handbook` noted there for ``origin`` (read back from a
+    committed candidate's ``HANDBOOK.toml``)."""
+    doc = tomllib.loads((wt / HANDBOOK_FILE).read_text())
+    noted: dict[str, list[str]] = {}
+    for stage in doc.get("stages", []):
+        for b in stage.get("behaviours", []):
+            keys = [m["key"] for part in re.split(r"(?=\s*Evolved value: )", str(b.get("notes", "")))
+                    if (m := _NOTE.fullmatch(part)) and part.rstrip().endswith(f"({origin})")]
+            if keys:
+                noted[b["id"]] = keys
+    return noted
