@@ -21,8 +21,8 @@ adoption per round: later candidates were branched from the same incumbent); its
 candidate gets a ``Rejection`` with its reason and the stable-pass regressions listed.
 
 The stages live in their own files: creation and switches in ``evolve.candidates``, checks and screening in
-``evolve.checks``, spending limits in ``evolve.budget``, the round's data types in ``evolve.round_model``; this
-file holds the round itself, reference and control grids, evaluation and publication.
+``evolve.checks``, publication in ``evolve.publication``, spending limits in ``evolve.budget``, the round's data
+types in ``evolve.round_model``; this file holds the round itself, reference and control grids and evaluation.
 
 Every step is a keyed ledger event, written after its work is durable, so ``--resume`` after ``kill -9`` skips
 what is finished and redoes only the unit in flight. Keys (C = candidate commit, I = incumbent commit):
@@ -69,8 +69,9 @@ from .budget import check_budget
 from .candidates import COMMIT_MARK, CandidateCreation, patch_strip, set_toml_value
 from .checks import Checks, CheckStages
 from .control_arm import ControlArmStage
-from .ledger import Adoption, Evaluation, Rejection, RoundEnd, RoundStart
+from .ledger import Evaluation, Rejection, RoundEnd, RoundStart
 from .lock import experiment_lock
+from .publication import PublicationStage
 from .round_model import (
     CandidateInput,
     CandidateReport,
@@ -90,7 +91,7 @@ __all__ = ["COMMIT_MARK", "CandidateInput", "CandidateReport", "Checks", "Contro
            "LedgerBook", "Proposal", "RoundReport", "patch_strip", "run_reference", "run_round", "set_toml_value"]
 
 
-class Controller(CandidateCreation, CheckStages, ControlArmStage):
+class Controller(CandidateCreation, CheckStages, ControlArmStage, PublicationStage):
     """One experiment's round machinery; its stages live in the mixins and the methods below."""
 
     def __init__(self, exp: Experiment, *, checks: Checks | None = None, repair: Any = None, max_repairs: int = 2,
@@ -326,75 +327,6 @@ class Controller(CandidateCreation, CheckStages, ControlArmStage):
                                charged_to_candidate=[f"{t}#{k}" for t, k in sorted(charged)])
         kill_point("evaluation")
         return out
-
-    # -- stage 5: publication --------------------------------------------------------------------------------
-    async def publish(self, round_no: int, incumbent: str, report: RoundReport) -> None:
-        adopted = [c for c in report.candidates if c.status == "adopted"]
-        contenders = [c for c in report.candidates if c.status == "adopt?"]
-        if not adopted and contenders:
-            try:
-                if len(contenders) > 1:  # curtailed grids are not comparable: complete each before choosing
-                    for c in contenders:
-                        c.decision["pass_at_1_complete"] = await self.complete_evaluation(round_no, c)
-                winner = max(contenders, key=lambda c: (c.decision.get("pass_at_1_complete",
-                                                                       c.decision.get("pass_at_1")) or 0.0,
-                                                        -contenders.index(c)))
-                await self.adopt(round_no, incumbent, winner)
-            except Stop as stop:  # ⊥ cells in a grid to complete: nothing is published until a resume reruns them
-                for c in contenders:
-                    c.status, c.reason = "blocked", stop.reason
-                return
-            adopted = [winner]
-        for c in contenders:
-            if c.status == "adopt?":
-                w = adopted[0]
-                why = (f"would adopt ({c.reason}) but {w.slug} was adopted as {w.version} in round {round_no} "
-                       f"with Pass@1 {w.decision.get('pass_at_1_complete', w.decision.get('pass_at_1'))} on its "
-                       f"complete grid" + (f" against {c.decision['pass_at_1_complete']}"
-                                           if "pass_at_1_complete" in c.decision else ""))
-                try:
-                    self.reject(c.commit, c, why, c.decision)
-                except Stop:
-                    pass
-        report.adopted = adopted[0].version if adopted else None
-
-    async def complete_evaluation(self, round_no: int, c: CandidateReport) -> float | None:
-        """Run the cells curtailment skipped in a contender's evaluation grid; its Pass@1 on the complete grid.
-        A grid already complete runs nothing (so a resume chooses the same winner)."""
-        wt = self.exp.root / "worktrees" / f"r{round_no:02d}-{c.slug}" / "harness"
-        job = self.exp.root / "rounds" / f"r{round_no:02d}" / c.slug / "evaluation"
-        out = await self.grid(self.plan("evaluation", wt, self.dev_tasks(), self.cfg.r, job), c.commit, c.commit)
-        if not out.complete:
-            raise Stop("blocked", f"the evaluation of {c.slug} could not be completed to compare the candidates "
-                       f"that would be adopted ({missing_cells(out)}); rerun with --resume")
-        return out.metrics.pass_at_1
-
-    async def adopt(self, round_no: int, incumbent: str, c: CandidateReport) -> None:
-        version = f"v{int(incumbent[1:]) + 1}"
-        wt = self.exp.root / "worktrees" / f"r{round_no:02d}-{c.slug}" / "harness"
-        job = self.exp.root / "rounds" / f"r{round_no:02d}" / c.slug / "evaluation"
-        ref_key = f"{c.commit}:reference"
-        if not self.led.done(ref_key):
-            await self.heldout(version, c.commit, wt)
-            out = await self.grid(self.plan("evaluation", wt, self.dev_tasks(), self.cfg.r, job), c.commit,
-                                  c.commit)  # completes a grid that curtailment cut short; runs nothing else
-            if not out.complete:
-                raise Stop("blocked", f"the evaluation of {c.slug} could not be completed as {version}'s "
-                            f"reference corpus ({missing_cells(out)}); rerun with --resume")
-            tag = self.exp.tag_version(c.commit, f"{version}: {c.slug} (round {round_no})")
-            if tag != version:
-                raise ControllerError(f"tagged {tag}, expected {version}: the harness repo changed under the run")
-            kill_point("publication:tag")
-            self._write_version(version, c.commit, incumbent, job, round=round_no, slug=c.slug)
-            kill_point("publication:versions")
-            self._evaluation_event(ref_key, c.commit, out, "reference")
-        else:
-            self.exp.tag_version(c.commit, f"{version}: {c.slug} (round {round_no})")
-        if not self.led.done(f"{c.commit}:adoption"):
-            self.led.append(Adoption(key=f"{c.commit}:adoption", commit=c.commit, version=version, parent=incumbent,
-                                     decision={**c.decision, "reason": c.reason}))
-            kill_point("publication")
-        c.status, c.version = "adopted", version
 
 
 def run_round(exp: Experiment, round_no: int, candidates: list[Any], resume: bool = True,
