@@ -53,17 +53,24 @@ def enabled() -> bool:
     return os.environ.get("RISE_CONFINE", "on").strip().lower() not in {"off", "0", "false", "no"}
 
 
-def system_binds() -> list[str]:
-    """bwrap arguments that show the host's system folders read-only (shared with the local sandbox)."""
+def system_link_binds() -> list[str]:
+    """bwrap arguments for ``/bin``, ``/lib*`` ...: the same link where the host has a link (merged /usr), the
+    folder read-only where it has a folder (shared with the implementer's sandbox)."""
     argv: list[str] = []
-    for d in RO_SYSTEM_DIRS:
-        argv += ["--ro-bind", d, d]
     for d in SYSTEM_LINK_DIRS:
         if os.path.islink(d):
             argv += ["--symlink", os.readlink(d), d]
         elif os.path.isdir(d):
             argv += ["--ro-bind", d, d]
     return argv
+
+
+def system_binds() -> list[str]:
+    """bwrap arguments that show the host's system folders read-only (shared with the local sandbox)."""
+    argv: list[str] = []
+    for d in RO_SYSTEM_DIRS:
+        argv += ["--ro-bind", d, d]
+    return argv + system_link_binds()
 
 
 def platform_root() -> Path:

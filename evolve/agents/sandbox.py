@@ -34,13 +34,12 @@ from pathlib import Path
 import psutil
 
 from evolve.gitsafe import UnsafeRepository, verified_gitdir
+from trials.confine import CLEAN_PATH, SYSTEM_LINK_DIRS, system_link_binds
 
 OUTPUT_CHARS = 20000
-CLEAN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 # The project's importable packages (pyproject's [tool.setuptools.packages.find]); never data/, runs/, tests/.
 PROJECT_PACKAGES = ("trials", "harness_seed", "monitor", "handbook", "research", "validate", "evolve")
-SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 # What of /etc programs need to start (users, libraries, locale, time zone, certificates, terminal types);
 # everything else (ssh, pip, npm, git, docker config, shadow files) stays out.
 ETC_ALLOWED = ("passwd", "group", "nsswitch.conf", "host.conf", "hosts", "ld.so.cache", "ld.so.conf",
@@ -126,12 +125,8 @@ def sandbox_view(worktree: Path) -> SandboxView:
     worktree = worktree.resolve()
     m: list[str] = ["--tmpfs", "/tmp", "--dir", HOME, "--dev", "/dev", "--proc", "/proc", "--ro-bind", "/usr", "/usr"]
     visible = [Path("/tmp"), Path("/dev"), Path("/proc"), Path("/usr")]
-    for link in SYSTEM_LINKS:
-        if os.path.islink(link):
-            m += ["--symlink", os.readlink(link), link]
-        elif os.path.isdir(link):
-            m += ["--ro-bind", link, link]
-        visible.append(Path(link))
+    m += system_link_binds()
+    visible += [Path(link) for link in SYSTEM_LINK_DIRS]
     for name in ETC_ALLOWED:
         if os.path.lexists(f"/etc/{name}"):
             m += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
