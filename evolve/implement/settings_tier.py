@@ -24,7 +24,7 @@ from typing import Any
 
 import tomlkit
 
-from evolve.candidates import set_toml_value
+from evolve.candidates import reset_worktree, set_toml_value
 from evolve.proposals.models import ProposalSpec
 from evolve.proposals.switches import check_changes
 from evolve.store import Experiment
@@ -102,13 +102,11 @@ def make_settings_candidate(exp: Experiment, round_no: int, spec: ProposalSpec, 
                             incumbent_dir: Path) -> tuple[str, str, dict[str, Any]]:
     """Make the candidate of a settings-tier proposal; returns (branch, commit, report). Raises
     :class:`TierError` naming the key or the Handbook problem when it cannot be made (the worktree is reset)."""
-    import git
-
     if spec.tier != "settings" or not spec.settings:
         raise TierError(f"{slug}: not a settings-tier proposal with settings (tier {spec.tier})")
     base = exp.commit_of(exp.incumbent())
     branch, wt = exp.create_candidate(round_no, slug, base=base)
-    repo = git.Repo(wt)
+    repo = exp.worktree_repo(wt)  # hardened git (evolve.gitsafe): the worktree's .git verified, no hook runs
     values, problems = check_changes(incumbent_dir, dict(spec.settings))
     before = tomllib.loads(exp.repo.git.show(f"{base}:settings.toml"))
     changes = {key: [_current(before, key), value] for key, value in values.items()}
@@ -124,8 +122,7 @@ def make_settings_candidate(exp: Experiment, round_no: int, spec: ProposalSpec, 
         check = check_harness(wt)
         if check.ok:
             return branch, head.hexsha, _report(changes, _noted_in(wt, origin), check)
-    repo.git.reset("--hard", base)  # a kill before the commit left edits nobody recorded
-    repo.git.clean("-fdx")
+    reset_worktree(exp, wt, base)  # a kill before the commit left edits nobody recorded
     if problems:
         raise TierError(f"{slug}: " + "; ".join(problems))
     for key, value in values.items():
@@ -135,8 +132,7 @@ def make_settings_candidate(exp: Experiment, round_no: int, spec: ProposalSpec, 
     noted = resync_handbook(incumbent_dir, wt, origin)
     check = check_harness(wt)
     if not check.ok:
-        repo.git.reset("--hard", base)
-        repo.git.clean("-fdx")
+        reset_worktree(exp, wt, base)
         raise TierError(f"{slug}: the resynced Handbook does not pass `rise handbook check`: "
                         + "; ".join(str(p) for p in check.problems[:5]))
     commit = exp.commit_worktree(wt, message)
