@@ -58,7 +58,7 @@ def test_proposer_and_implementer_on_the_bundled_model(tmp_path):
                                 setting="completion.verify_before_complete", predicted_fixes=["write-json"])
         else:
             assert isinstance(made, ProposalSpec) and set(made.predicted_fixes) <= set(DEV)
-            assert verdict.what == "proposal" and res.transcript.is_file()
+            assert verdict.guard.what == "proposal" and res.transcript.is_file()  # the guard's report (tiers: Verdict)
         implementer = with_limits(IMPLEMENTER, max_turns=6, max_output_tokens=900, deadline_s=240,
                                   run_timeout_s=60)
         try:
