@@ -23,9 +23,9 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .agents.transcript import read_transcript
-from .store import Experiment
-from .trial_scan import trial_folders
+from evolve.agents.transcript import read_transcript
+from evolve.store import Experiment
+from evolve.trial_scan import trial_folders
 
 
 @dataclass

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .round_model import ControllerError
-from .store import Experiment
+from evolve.round_model import ControllerError
+from evolve.store import Experiment
 
 
 def check_budget(exp: Experiment) -> None:
@@ -11,7 +11,7 @@ def check_budget(exp: Experiment) -> None:
 
     Checked before each grid (a grid under way may overshoot by at most its own size); trials a kill cut off
     count too. Raising the budget in experiment.toml and resuming continues where the run stopped."""
-    from .report import experiment_spend  # the report reads the spend of every grid folder; imported late
+    from evolve.report import experiment_spend  # the report reads the spend of every grid folder; imported late
 
     budgets = exp.config.budgets
     if budgets.max_trials is None and budgets.max_usd is None:

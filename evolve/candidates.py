@@ -15,12 +15,12 @@ from unidiff import PatchSet, UnidiffParseError
 from validate.contracts import changed_contracts, load_contracts
 from validate.evaluate import kill_point
 
-from .identity import repaired_to
-from .ledger import CandidateCreated
-from .round_model import CandidateInput, ControllerError
+from evolve.identity import repaired_to
+from evolve.ledger import CandidateCreated
+from evolve.round_model import CandidateInput, ControllerError
 
 if TYPE_CHECKING:
-    from .store import Experiment
+    from evolve.store import Experiment
 
 COMMIT_MARK = "rise candidate"
 

@@ -14,11 +14,11 @@ from typing import Any
 from validate.contracts import changed_contracts, mechanism_spans
 from validate.evaluate import kill_point, screen
 
-from .candidates import COMMIT_MARK, boundaries_added, reset_worktree
-from .identity import candidate_of_commits, repairs_of
-from .ledger import CheckResult, RepairEvent, Screening
-from .proposals.guard import OverfitGuard
-from .round_model import (
+from evolve.candidates import COMMIT_MARK, boundaries_added, reset_worktree
+from evolve.identity import candidate_of_commits, repairs_of
+from evolve.ledger import CheckResult, RepairEvent, Screening
+from evolve.proposals.guard import OverfitGuard
+from evolve.round_model import (
     CandidateInput,
     CandidateReport,
     LedgerBook,
@@ -26,7 +26,7 @@ from .round_model import (
     charged_cells,
     why,
 )
-from .units import write_unit
+from evolve.units import write_unit
 
 
 @dataclass

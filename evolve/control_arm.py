@@ -44,7 +44,7 @@ from validate.control_arm import (
 )
 from validate.evaluate import GridOutcome, outcome_of
 
-from .round_model import ControllerError, missing_cells
+from evolve.round_model import ControllerError, missing_cells
 
 
 def midharness_settings(harness: Path) -> dict[str, Any]:

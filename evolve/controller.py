@@ -65,14 +65,14 @@ from validate.evaluate import (
     stop_when_decided,
 )
 
-from .budget import check_budget
-from .candidates import COMMIT_MARK, CandidateCreation, patch_strip, set_toml_value
-from .checks import Checks, CheckStages
-from .control_arm import ControlArmStage
-from .ledger import Evaluation, Rejection, RoundEnd, RoundStart
-from .lock import experiment_lock
-from .publication import PublicationStage
-from .round_model import (
+from evolve.budget import check_budget
+from evolve.candidates import COMMIT_MARK, CandidateCreation, patch_strip, set_toml_value
+from evolve.checks import Checks, CheckStages
+from evolve.control_arm import ControlArmStage
+from evolve.ledger import Evaluation, Rejection, RoundEnd, RoundStart
+from evolve.lock import experiment_lock
+from evolve.publication import PublicationStage
+from evolve.round_model import (
     CandidateInput,
     CandidateReport,
     ControllerError,
@@ -85,7 +85,7 @@ from .round_model import (
     missing_cells,
     with_regressions,
 )
-from .store import Experiment
+from evolve.store import Experiment
 
 __all__ = ["COMMIT_MARK", "CandidateInput", "CandidateReport", "Checks", "Controller", "ControllerError",
            "LedgerBook", "Proposal", "RoundReport", "patch_strip", "run_reference", "run_round", "set_toml_value"]

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .store import Experiment
+from evolve.store import Experiment
 
 
 @dataclass
@@ -56,7 +56,7 @@ def role_spend(folder: Path) -> Spend:
 
 def spend(exp: Experiment) -> Spend:
     """Role calls and trials together."""
-    from .trial_scan import experiment_spend
+    from evolve.trial_scan import experiment_spend
 
     out = role_spend(exp.root / "rounds")
     for part in experiment_spend(exp).values():

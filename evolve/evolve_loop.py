@@ -40,14 +40,14 @@ from evolve.implement.tier_units import prompt_refusal, settings_unit
 from evolve.proposals import PROPOSER, OverfitGuard, ProposalSpec, ProposerInputs, propose
 from validate.evaluate import grid_of_job, kill_point
 
-from .controller import CandidateInput, Checks, Controller, ControllerError
-from .evolve_budget import BudgetStop, LoopBudget
-from .evolve_options import BackendFactory, EvolveOptions, EvolveReport, default_backends
-from .evolve_show import write_round_summary
-from .grading import grade
-from .grading_runs import grading_baseline
-from .identity import final_rejections
-from .ledger import (
+from evolve.controller import CandidateInput, Checks, Controller, ControllerError
+from evolve.evolve_budget import BudgetStop, LoopBudget
+from evolve.evolve_options import BackendFactory, EvolveOptions, EvolveReport, default_backends
+from evolve.evolve_show import write_round_summary
+from evolve.grading import grade
+from evolve.grading_runs import grading_baseline
+from evolve.identity import final_rejections
+from evolve.ledger import (
     EvolveStop,
     GradeEvent,
     ImplementationEvent,
@@ -56,10 +56,10 @@ from .ledger import (
     RoundEnd,
     RoundStart,
 )
-from .lock import experiment_lock
-from .store import Experiment
-from .transfer import run_transfer, transfer_pending
-from .units import unit_file
+from evolve.lock import experiment_lock
+from evolve.store import Experiment
+from evolve.transfer import run_transfer, transfer_pending
+from evolve.units import unit_file
 
 log = logging.getLogger(__name__)
 class Evolution:

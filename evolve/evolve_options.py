@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 
 from evolve.agents import Backend
 
-from .store import Experiment
+from evolve.store import Experiment
 
 BackendFactory = Callable[[str, str], Backend]  # (role name, call key) -> the backend of that call
 

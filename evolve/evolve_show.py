@@ -11,9 +11,9 @@ from typing import Any
 import jinja2
 from pydantic import BaseModel, Field
 
-from .evolve_budget import role_spend
-from .store import Experiment
-from .transfer import transfer_of_round
+from evolve.evolve_budget import role_spend
+from evolve.store import Experiment
+from evolve.transfer import transfer_of_round
 
 TEMPLATE = Path(__file__).with_name("evolve_round.md.j2")
 

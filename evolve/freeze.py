@@ -18,7 +18,7 @@ from pathlib import Path
 
 from trials.agents import frozen_mismatches
 
-from .store import Experiment
+from evolve.store import Experiment
 
 FROZEN_FORMAT = 1
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from validate.evaluate import grid_of_job
 
-from .controller import Controller
+from evolve.controller import Controller
 
 Grid = dict[str, list[bool | None]]
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .store import Experiment
-from .transfer import transfer_of_round
+from evolve.store import Experiment
+from evolve.transfer import transfer_of_round
 
 NO_TIER = "code (no tier recorded)"  # proposals before tiers were all new code, built by the coding agent
 

@@ -17,7 +17,7 @@ from trials.errors import RiseError
 from validate.multiplicity import Family
 from validate.power import DEFAULT_PRIOR, Baseline, GridPower, grid_power
 
-from .store import Experiment
+from evolve.store import Experiment
 
 
 class PowerRefusal(RiseError):
@@ -26,7 +26,7 @@ class PowerRefusal(RiseError):
 
 def development_tasks(exp: Experiment) -> list[str]:
     """The development tasks the controller decides on (the task folder's tasks less held-out when unnamed)."""
-    from .controller import Controller
+    from evolve.controller import Controller
 
     return Controller(exp).dev_tasks()
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from validate.evaluate import kill_point
 
-from .ledger import Adoption
-from .round_model import CandidateReport, ControllerError, RoundReport, Stop, missing_cells
+from evolve.ledger import Adoption
+from evolve.round_model import CandidateReport, ControllerError, RoundReport, Stop, missing_cells
 
 
 class PublicationStage:

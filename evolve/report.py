@@ -22,9 +22,9 @@ from markupsafe import Markup
 
 from trials.metrics import Comparison, compare
 
-from .control_arm import arm_lines
-from .report_plots import cost_plot, heatmap_plot, interval_of, outcomes_plot, pass_rate_plot
-from .show import (
+from evolve.control_arm import arm_lines
+from evolve.report_plots import cost_plot, heatmap_plot, interval_of, outcomes_plot, pass_rate_plot
+from evolve.show import (
     CostSummary,
     GridRef,
     VersionView,
@@ -36,8 +36,8 @@ from .show import (
     locate_reference,
     version_view,
 )
-from .store import Experiment
-from .trial_scan import experiment_spend, running_jobs
+from evolve.store import Experiment
+from evolve.trial_scan import experiment_spend, running_jobs
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 MAX_DIFF_CHARS = 200_000
@@ -121,7 +121,7 @@ def _check_state(exp: Experiment, commits: list[str], stage: str) -> str:
 
 
 def _candidates(exp: Experiment) -> list[CandidateRow]:
-    from .show import _candidate_commits, tier_of
+    from evolve.show import _candidate_commits, tier_of
 
     led = exp.ledger
     rows = []
@@ -234,10 +234,10 @@ def build_report(exp: Experiment) -> Report:
               "budgets": cfg.budgets.model_dump()}
     report = Report(cfg.name, dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), config, columns, tasks,
                     candidates, rounds, views, experiment_spend(exp), running_jobs(exp))
-    from .evolve_show import evolve_rounds, round_record  # rise evolve's rounds (none after rise round alone)
+    from evolve.evolve_show import evolve_rounds, round_record  # rise evolve's rounds (none after rise round alone)
 
     report.evolution = [round_record(exp, n) for n in evolve_rounds(exp)]
-    from .morning import morning_rounds
+    from evolve.morning import morning_rounds
 
     report.morning = morning_rounds(exp, report)
     report.plots = {"pass_rate": pass_rate_plot(columns), "heatmap": heatmap_plot(tasks, columns),

@@ -13,7 +13,7 @@ from markupsafe import Markup, escape
 from trials.metrics import Interval
 
 if TYPE_CHECKING:
-    from .report import Column
+    from evolve.report import Column
 
 STATUS_COLOUR = {"seed": "#2b5c8a", "adopted": "#2b5c8a", "rejected": "#b3261e", "blocked": "#777777",
                  "pending": "#9a6700"}

@@ -15,7 +15,7 @@ from trials.errors import RiseError
 from trials.results import TrialResult
 from validate.evaluate import GridOutcome
 
-from .ledger import Ledger, TrialDone
+from evolve.ledger import Ledger, TrialDone
 
 
 class ControllerError(RiseError):

@@ -27,7 +27,7 @@ from trials.results import TrialResult
 from validate.adoption_sim import policy_note
 from validate.multiplicity import family_note
 
-from .store import Experiment
+from evolve.store import Experiment
 
 _MISSING = object()
 
@@ -259,7 +259,7 @@ def _decision_events(exp: Experiment, commits: set[str]) -> list[Any]:
 
 def _candidate_commits(exp: Experiment, created_commit: str) -> list[str]:
     """The created commit and the commits repairs led to, in order (one candidate: :mod:`evolve.identity`)."""
-    from .identity import candidate_of_commits
+    from evolve.identity import candidate_of_commits
 
     ids = candidate_of_commits(exp.ledger.events)
     me = ids.get(created_commit)
@@ -369,7 +369,7 @@ def render_text(view: VersionView, code: bool = True) -> str:
         out.append(view.policy)
     if view.decision.get("regressions"):
         out.append(f"regressions of stable passes: {', '.join(view.decision['regressions'])}")
-    from .control_arm import arm_lines
+    from evolve.control_arm import arm_lines
 
     out += arm_lines(view.decision.get("control_arm"))
     out += [f"note: {n}" for n in view.notes]

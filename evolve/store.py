@@ -16,9 +16,9 @@ from pathlib import Path
 
 import git
 
-from .experiment import ExperimentConfig
-from .gitsafe import UnsafeRepository, commit_all, open_repo, open_worktree
-from .ledger import Ledger
+from evolve.experiment import ExperimentConfig
+from evolve.gitsafe import UnsafeRepository, commit_all, open_repo, open_worktree
+from evolve.ledger import Ledger
 
 SEED_DIR = Path(__file__).resolve().parent.parent / "harness_seed"
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache")

@@ -30,9 +30,9 @@ from trials.endpoints.client import ModelClient
 from trials.endpoints.spec import EndpointSpec
 from validate.evaluate import grid_of_job, kill_point
 
-from .freeze import freeze
-from .ledger import Freeze, TransferEvent
-from .store import Experiment
+from evolve.freeze import freeze
+from evolve.ledger import Freeze, TransferEvent
+from evolve.store import Experiment
 
 DEV, HELD = "development", "held-out"
 

@@ -13,8 +13,8 @@ from typing import Any
 from trials.harness_api import AgentOutcome
 from trials.results import TrialResult
 
-from .show import CostSummary
-from .store import Experiment
+from evolve.show import CostSummary
+from evolve.store import Experiment
 
 _SKIP_DIRS = {"harness", "worktrees", ".git", "__pycache__"}
 

@@ -14,8 +14,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .models import Hit
-from .trial_view import Episode, TrialView, is_prompt_line, last_line, typed_at_prompt
+from evolve.analysis.models import Hit
+from evolve.analysis.trial_view import Episode, TrialView, is_prompt_line, last_line, typed_at_prompt
 
 LONG_WAIT_SEC = 10.0  # a wait this long after a command that had already finished is idle time
 STUCK_REPEATS = 3  # the same commands this many episodes in a row is a loop

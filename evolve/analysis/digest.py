@@ -16,9 +16,9 @@ from pydantic import ValidationError
 
 from monitor.store import SPANS_FILENAME, TRAJECTORY_FILENAME, find_agent_dir
 
-from .detectors import DETECTORS, run_detectors
-from .models import DIGEST_VERSION, Digest
-from .trial_view import Mode, TrialView
+from evolve.analysis.detectors import DETECTORS, run_detectors
+from evolve.analysis.models import DIGEST_VERSION, Digest
+from evolve.analysis.trial_view import Mode, TrialView
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from monitor.store import TrialTrace, find_agent_dir
 
-from .models import EvidenceRef, FindingAnswer
-from .trial_view import span_id
+from evolve.analysis.models import EvidenceRef, FindingAnswer
+from evolve.analysis.trial_view import span_id
 
 
 @dataclass

@@ -15,9 +15,9 @@ from typing import Any
 from handbook.lookup import SpanIndex, read_spans
 from handbook.model import Handbook
 
-from .digest import digest, render_digest
-from .models import Digest, Pair
-from .trial_view import Episode, TrialView
+from evolve.analysis.digest import digest, render_digest
+from evolve.analysis.models import Digest, Pair
+from evolve.analysis.trial_view import Episode, TrialView
 
 REGION_EPISODES = 2
 TAIL_LINES = 12

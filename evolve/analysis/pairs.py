@@ -15,7 +15,7 @@ from pathlib import Path
 
 from trials.results import FormatError, TrialResult
 
-from .models import Pair, PairSet, TrialRef
+from evolve.analysis.models import Pair, PairSet, TrialRef
 
 TRIAL_DIR = re.compile(r"^(?P<task>.+)__r(?P<rep>\d+)$")
 

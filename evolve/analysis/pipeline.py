@@ -27,9 +27,9 @@ from evolve.store import Experiment
 from handbook.model import HANDBOOK_FILE, Handbook, HandbookError, loads_handbook
 from validate.evaluate import kill_point
 
-from .evidence import TraceIndex, attribute_spans, check_finding, salvage
-from .inputs import pair_inputs
-from .models import (
+from evolve.analysis.evidence import TraceIndex, attribute_spans, check_finding, salvage
+from evolve.analysis.inputs import pair_inputs
+from evolve.analysis.models import (
     Finding,
     FindingAnswer,
     Group,
@@ -40,10 +40,10 @@ from .models import (
     PairSet,
     ReviewAnswer,
 )
-from .pairs import make_pairs
-from .ranking import apply_review, rank, rejected_attempts
-from .records import AnalysisResult, write_records
-from .roles import GROUPER, REVIEWER, analyst_role, with_limits
+from evolve.analysis.pairs import make_pairs
+from evolve.analysis.ranking import apply_review, rank, rejected_attempts
+from evolve.analysis.records import AnalysisResult, write_records
+from evolve.analysis.roles import GROUPER, REVIEWER, analyst_role, with_limits
 
 log = logging.getLogger(__name__)
 BackendFactory = Callable[[str, str], Backend]  # (role name, call key) -> the backend for that one call

@@ -18,7 +18,7 @@ import re
 
 from evolve.identity import final_rejections
 
-from .models import Finding, Group, GroupDraft, GroupReview
+from evolve.analysis.models import Finding, Group, GroupDraft, GroupReview
 
 
 def signature(behaviours: list[str], wish: str) -> str:

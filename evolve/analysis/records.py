@@ -14,7 +14,7 @@ from typing import Any
 import jinja2
 from pydantic import BaseModel, Field
 
-from .models import Finding, Group, PairSet
+from evolve.analysis.models import Finding, Group, PairSet
 
 TEMPLATE = Path(__file__).with_name("summary.md.j2")
 

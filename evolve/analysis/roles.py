@@ -15,8 +15,8 @@ from pydantic import Field
 
 from evolve.agents import Limits, Role, ToolContext, ToolError, register_role, tool
 
-from .digest import DigestError, digest, render_digest
-from .models import FindingAnswer, GroupingAnswer, ReviewAnswer
+from evolve.analysis.digest import DigestError, digest, render_digest
+from evolve.analysis.models import FindingAnswer, GroupingAnswer, ReviewAnswer
 
 HERE = Path(__file__).parent
 

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from monitor.store import SPANS_FILENAME, TRAJECTORY_FILENAME, Span, TrialTrace, find_agent_dir, load_steps
 
-from .models import EvidenceRef
+from evolve.analysis.models import EvidenceRef
 
 Mode = Literal["full", "trajectory"]
 

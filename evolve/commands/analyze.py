@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from ..lock import ExperimentLocked, experiment_lock
-from ..store import StoreError, open_experiment
+from evolve.lock import ExperimentLocked, experiment_lock
+from evolve.store import StoreError, open_experiment
 
 ROLES = ("analyst", "grouper", "reviewer")
 

@@ -15,8 +15,8 @@ from rich.table import Table
 from evolve.commands import console as _console
 from trials.errors import RiseError
 
-from ..controller import CandidateInput, Proposal, RoundReport, run_reference, run_round
-from ..store import StoreError, open_experiment
+from evolve.controller import CandidateInput, Proposal, RoundReport, run_reference, run_round
+from evolve.store import StoreError, open_experiment
 
 _out = _console.out()
 _err = _console.err()
@@ -133,8 +133,8 @@ def evolve_cmd(
     decision and publication, round after round within budgets (exit 0: stopped for good; 3: a budget or ⊥ cells
     stopped it, raise the budget or fix the cause and rerun with --resume; 1: it could not run; 4: refused, the
     grid cannot adopt a perfect candidate: the power line printed first says what to raise, --force overrides)."""
-    from ..evolve_loop import Evolution, EvolveOptions
-    from ..power_check import PowerRefusal, preflight
+    from evolve.evolve_loop import Evolution, EvolveOptions
+    from evolve.power_check import PowerRefusal, preflight
 
     try:
         exp = open_experiment(name, runs_dir)

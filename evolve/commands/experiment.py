@@ -12,9 +12,9 @@ from rich.table import Table
 from evolve.commands import console as _console
 from trials.validation import describe
 
-from ..experiment import ExperimentConfig
-from ..freeze import freeze
-from ..store import StoreError, init_experiment, open_experiment
+from evolve.experiment import ExperimentConfig
+from evolve.freeze import freeze
+from evolve.store import StoreError, init_experiment, open_experiment
 
 console = _console.out()
 ExpName = Annotated[str, typer.Argument(help="experiment name (under --runs-dir) or path")]
@@ -32,7 +32,7 @@ def init_cmd(
 ) -> None:
     """Create an experiment: frozen experiment.toml, ledger, and a harness git repo from the seed (tag v0); then
     print what its grid can adopt (validate.power)."""
-    from ..power_check import experiment_power
+    from evolve.power_check import experiment_power
 
     try:
         cfg = ExperimentConfig.load(config)
@@ -108,8 +108,8 @@ def status_cmd(
 
 def _print_spend_and_running(exp) -> None:
     """What the experiment's trials spent against its budgets, and the grids being run right now."""
-    from ..report import experiment_spend, running_jobs
-    from ..show import CostSummary
+    from evolve.report import experiment_spend, running_jobs
+    from evolve.show import CostSummary
 
     total = CostSummary()
     for part in experiment_spend(exp).values():

@@ -12,7 +12,7 @@ import typer
 
 from evolve.commands import console as _console
 
-from ..store import StoreError, open_experiment
+from evolve.store import StoreError, open_experiment
 
 _out = _console.out()
 _err = _console.err()
@@ -26,7 +26,7 @@ def show_cmd(
     json_out: Annotated[Path | None, typer.Option("--json", help="also write the view as JSON")] = None,
 ) -> None:
     """The adopted diff, the Handbook diff, settings changed, and the evaluation against the parent task by task."""
-    from ..show import ShowError, render_text, version_view
+    from evolve.show import ShowError, render_text, version_view
 
     try:
         view = version_view(open_experiment(name, runs_dir), version)
@@ -34,7 +34,7 @@ def show_cmd(
         _err.print(f"[red]error:[/] {exc}")
         raise typer.Exit(1) from None
     _out.out(render_text(view, code=code), end="")
-    from ..evolve_show import evolve_rounds, render_round, round_record
+    from evolve.evolve_show import evolve_rounds, render_round, round_record
 
     exp = open_experiment(name, runs_dir)
     if view.round and view.round in evolve_rounds(exp):  # why it was proposed: the rise evolve round behind it
@@ -63,7 +63,7 @@ def report_cmd(
 ) -> None:
     """Write a static HTML report: pass rate by grid with intervals, task × grid heat map, flips, decisions with
     reasons, held-out results, what each version changed, and cost."""
-    from ..report import write_report
+    from evolve.report import write_report
 
     try:
         path = write_report(open_experiment(name, runs_dir), output)
@@ -80,7 +80,7 @@ def audit_cmd(
     """After kills and resumes: count ledger events, trials and role calls (finished, failed, interrupted) and
     list anything finished that was done twice or lost (a key booked twice, a trial cell run twice, a finished
     trial never booked, a role call that finished twice with the same inputs). Exit status 1 if any."""
-    from ..audit import audit
+    from evolve.audit import audit
 
     try:
         report = audit(open_experiment(name, runs_dir))

@@ -14,10 +14,10 @@ import typer
 from evolve.commands import console as _console
 from trials.errors import RiseError
 
-from ..controller import Controller
-from ..lock import experiment_lock
-from ..store import Experiment, StoreError, open_experiment
-from ..transfer import run_transfer
+from evolve.controller import Controller
+from evolve.lock import experiment_lock
+from evolve.store import Experiment, StoreError, open_experiment
+from evolve.transfer import run_transfer
 
 _out = _console.out()
 
@@ -55,7 +55,7 @@ def transfer_cmd(
             n = _round_of(exp, version)
             ev = asyncio.run(run_transfer(exp, Controller(exp, progress=progress), n, version, say=_out.print))
             if n and (exp.root / "rounds" / f"r{n:02d}").is_dir():
-                from ..evolve_show import write_round_summary
+                from evolve.evolve_show import write_round_summary
 
                 write_round_summary(exp, n)
     except (ValueError, StoreError, RiseError) as exc:

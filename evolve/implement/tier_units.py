@@ -17,8 +17,8 @@ from evolve.proposals.models import ProposalSpec
 from evolve.proposals.prompt_tier import check_prompt_candidate
 from evolve.store import Experiment
 
-from .implementer import diff_of
-from .settings_tier import TierError, make_settings_candidate
+from evolve.implement.implementer import diff_of
+from evolve.implement.settings_tier import TierError, make_settings_candidate
 
 
 def settings_unit(exp: Experiment, round_no: int, slug: str, spec: ProposalSpec, guard: OverfitGuard,

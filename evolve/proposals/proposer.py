@@ -14,10 +14,10 @@ from evolve.agents import READ_ONLY_TOOLS, Limits, Role, RoleResult, register_ro
 from evolve.agents.backends import Backend
 from handbook.model import load_handbook
 
-from .guard import GuardReport, OverfitGuard
-from .models import TIERS, ProposalSpec, ProposerAnswer, answer_model
-from .prompt_tier import prompt_templates
-from .switches import Switch, check_changes, harness_switches
+from evolve.proposals.guard import GuardReport, OverfitGuard
+from evolve.proposals.models import TIERS, ProposalSpec, ProposerAnswer, answer_model
+from evolve.proposals.prompt_tier import prompt_templates
+from evolve.proposals.switches import Switch, check_changes, harness_switches
 
 
 class ProposerInputs(BaseModel):

@@ -23,7 +23,7 @@ from evolve.analysis.models import Group
 from research.api import Research
 from research.reference import Reference, SearchRecord, Verification
 
-from .tools import ResearchRecord, read_reference, search_corpus
+from evolve.researcher.tools import ResearchRecord, read_reference, search_corpus
 
 NO_PRECEDENT = "no precedent found, local design"
 DISABLED = "external research disabled (--no-external-research): local design"
