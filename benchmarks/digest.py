@@ -42,7 +42,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     quick_flag(parser)
     args = parser.parse_args()
-    from evolve.analysis.digest import compute_digest, digest
+    from evolve.roles.analysis.digest import compute_digest, digest
 
     found = trial_folders(args.trials)
     require(bool(found), f"trial folders (agent/trajectory.json) under {args.trials}")

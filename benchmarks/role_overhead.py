@@ -27,11 +27,11 @@ from pathlib import Path
 
 from _support import quick_flag
 
-from evolve.agents import Limits, ToolContext, arun_role, get_role, get_tool, make_backend
-from evolve.agents.backends.claude import ClaudeBackend
-from evolve.agents.backends.scripted_cli import ScriptedCLI
-from evolve.agents.tools import invoke
-from evolve.agents.transcript import Transcript
+from evolve.roles.runtime import Limits, ToolContext, arun_role, get_role, get_tool, make_backend
+from evolve.roles.runtime.backends.claude import ClaudeBackend
+from evolve.roles.runtime.backends.scripted_cli import ScriptedCLI
+from evolve.roles.runtime.tools import invoke
+from evolve.roles.runtime.transcript import Transcript
 from trials.endpoints.scripted import ScriptedServer
 from trials.endpoints.spec import EndpointSpec
 

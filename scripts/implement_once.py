@@ -19,12 +19,12 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from evolve.agents import RoleError, read_transcript
-from evolve.controller import Controller
-from evolve.evolve_options import default_backends
-from evolve.implement.implementer import IMPLEMENTER, diff_of, implement
-from evolve.proposals.models import ProposalSpec
-from evolve.store import open_experiment
+from evolve.experiment.store import open_experiment
+from evolve.options import default_backends
+from evolve.roles.implement.implementer import IMPLEMENTER, diff_of, implement
+from evolve.roles.proposals.models import ProposalSpec
+from evolve.roles.runtime import RoleError, read_transcript
+from evolve.round.controller import Controller
 from validate.contracts import run_contracts
 from validate.smoke import smoke_check
 

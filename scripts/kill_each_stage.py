@@ -17,7 +17,7 @@ An invocation that ends by itself (the stage was never reached) ends the kill li
 runs the round to its decision, and ``rise audit`` counts the role calls and trials and fails if anything
 finished was done twice. Every invocation's output is kept in ``runs/NAME/kills/`` (numbered on after the
 logs already there, so a second series continues the first); a table at the end says where each one died and how
-long it ran. The loop itself is ``evolve.kill_series`` (the kill tests use it too).
+long it ran. The loop itself is ``tests.kill_series`` (the kill tests use it too).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from evolve.kill_series import kill_series, table
+from tests.kill_series import kill_series, table
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--command", choices=["evolve", "round"], default="evolve")
     args = ap.parse_args(argv)
 
-    rise = [sys.executable, "-m", "evolve.cli"]
+    rise = [sys.executable, "-m", "rise.cli"]
     rounds = ["--rounds", str(args.rounds)] if args.command == "evolve" else []
     cmd = [*rise, args.command, args.name, *rounds, "--resume", "--runs-dir", args.runs_dir, *extra]
     logs = Path(args.runs_dir) / args.name / "kills"

@@ -147,7 +147,7 @@ def package_edges(graph: dict[str, set[str]]) -> dict[str, set[str]]:
 
 def sizes(known: dict[str, Path]) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
     files, functions = [], []
-    for name, path in known.items():
+    for path in known.values():
         text = path.read_text()
         count = len(text.splitlines())
         rel = str(path.relative_to(ROOT))

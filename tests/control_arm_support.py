@@ -67,8 +67,8 @@ def main(argv: list[str]) -> int:
     candidate and stand-in checks (the kill -9 test's process; RISE_TEST_KILL_AT kills it at a stage)."""
     from pathlib import Path
 
-    from evolve.controller import CandidateInput, Proposal, run_round
-    from evolve.store import open_experiment
+    from evolve.experiment.store import open_experiment
+    from evolve.round.controller import CandidateInput, Proposal, run_round
     from tests.test_controller_support import GOOD, GOOD_PROPOSAL, standin_checks
 
     runs, name = argv

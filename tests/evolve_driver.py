@@ -19,8 +19,8 @@ from pathlib import Path
 
 
 def main(argv: list[str]) -> int:
-    from evolve.evolve_loop import Evolution, EvolveOptions
-    from evolve.store import Experiment, open_experiment
+    from evolve.experiment.store import Experiment, open_experiment
+    from evolve.loop import Evolution, EvolveOptions
     from tests.test_evolve_support import CONFIRM, TRIM, VERIFY, ScriptedRoles, repairing_checks
     from validate.evaluate import kill_point
 

@@ -10,7 +10,7 @@ from dataclasses import asdict
 import numpy as np
 import pytest
 
-from evolve.experiment import AdoptionPolicy
+from evolve.experiment.config import AdoptionPolicy
 from validate.adoption import DEFAULT_POLICY, decide
 from validate.adoption_sim import adoption_rate, draw_counts, false_adoption_rate, policy_note
 from validate.adoption_stats import decide_many, stratified_p_many, stratified_p_range

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from evolve.report import build_report, render_report
-from evolve.show import render_text, version_view
+from evolve.views.report import build_report, render_report
+from evolve.views.show import render_text, version_view
 from tests.test_report_support import build_experiment
 from validate.adoption_sim import false_adoption_rate
 

@@ -10,10 +10,18 @@ from typing import Any
 
 import pytest
 
-from evolve.agents import IMPLEMENTER_TOOLS, Limits, Role, RoleError, get_role, read_transcript, run_role
-from evolve.agents.backends.claude import ClaudeBackend
-from evolve.agents.backends.scripted_cli import ScriptedCLI
-from evolve.agents.roles.explorer import ExplorerAnswer
+from evolve.roles.explorer import ExplorerAnswer
+from evolve.roles.runtime import (
+    IMPLEMENTER_TOOLS,
+    Limits,
+    Role,
+    RoleError,
+    get_role,
+    read_transcript,
+    run_role,
+)
+from evolve.roles.runtime.backends.claude import ClaudeBackend
+from evolve.roles.runtime.backends.scripted_cli import ScriptedCLI
 
 GOOD = {"answer": "it says hello", "evidence": [{"path": "a.txt", "detail": "line 1"}]}
 
@@ -103,7 +111,7 @@ def test_a_hanging_cli_is_killed_at_the_deadline_with_its_process_group(workspac
 
     import psutil
 
-    from evolve.agents.config import ClaudeSettings
+    from evolve.roles.runtime.config import ClaudeSettings
 
     marker = f"rise-hang-{uuid.uuid4().hex[:8]}"
     cli = tmp_path / "hanging-claude"

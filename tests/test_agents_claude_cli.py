@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from evolve.agents import IMPLEMENTER_TOOLS, Limits, Role, get_role, read_transcript, run_role
-from evolve.agents.backends.claude import ClaudeBackend, bundled_cli
-from evolve.agents.config import ClaudeSettings
-from evolve.agents.roles.explorer import ExplorerAnswer
+from evolve.roles.explorer import ExplorerAnswer
+from evolve.roles.runtime import IMPLEMENTER_TOOLS, Limits, Role, get_role, read_transcript, run_role
+from evolve.roles.runtime.backends.claude import ClaudeBackend, bundled_cli
+from evolve.roles.runtime.config import ClaudeSettings
 
 pytestmark = pytest.mark.skipif(not bundled_cli().exists(), reason="the claude-agent-sdk wheel has no bundled CLI")
 GOOD = {"answer": "it says hello", "evidence": [{"path": "a.txt", "detail": "line 1"}]}

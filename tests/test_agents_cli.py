@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from evolve.agents import AgentsConfig, get_role
-from evolve.agents.backends.claude import ClaudeBackend
-from evolve.agents.backends.openai import OpenAIBackend
-from evolve.cli import app
-from evolve.experiment import ExperimentConfig
+from evolve.experiment.config import ExperimentConfig
+from evolve.roles.runtime import AgentsConfig, get_role
+from evolve.roles.runtime.backends.claude import ClaudeBackend
+from evolve.roles.runtime.backends.openai import OpenAIBackend
+from rise.cli import app
 from trials.endpoints.scripted import ScriptedServer
 
 runner = CliRunner()

@@ -12,8 +12,16 @@ from pathlib import Path
 import psutil
 import pytest
 
-from evolve.agents import IMPLEMENTER_TOOLS, Limits, Role, RoleError, make_backend, read_transcript, run_role
-from evolve.agents.roles.explorer import ExplorerAnswer
+from evolve.roles.explorer import ExplorerAnswer
+from evolve.roles.runtime import (
+    IMPLEMENTER_TOOLS,
+    Limits,
+    Role,
+    RoleError,
+    make_backend,
+    read_transcript,
+    run_role,
+)
 from trials.endpoints.scripted import ScriptedServer
 from trials.endpoints.spec import EndpointSpec
 
@@ -22,7 +30,7 @@ pytestmark = [pytest.mark.sandbox,
 
 IMPLEMENTER = Role(
     name="implementer-under-test", description="You change files in your worktree.",
-    template=Path(__file__).parents[1] / "evolve" / "agents" / "roles" / "explorer.md.j2",
+    template=Path(__file__).parents[1] / "evolve" / "roles" / "explorer.md.j2",
     output=ExplorerAnswer, tools=tuple(t for t in IMPLEMENTER_TOOLS if t != "check"),
     limits=Limits(max_turns=12, corrective_turns=0, run_timeout_s=20, deadline_s=60))
 DONE = {"answer": "done", "evidence": [{"path": "inside.txt", "detail": "written"}]}
@@ -127,9 +135,9 @@ def test_check_runs_the_smoke_check_of_the_worktree(tmp_path: Path) -> None:
     """``check()`` reports the real smoke check: a broken module fails it by name; repaired, it passes."""
     import asyncio
 
-    from evolve.agents import ToolContext, get_tool
-    from evolve.agents.tools import invoke
-    from evolve.agents.transcript import Transcript
+    from evolve.roles.runtime import ToolContext, get_tool
+    from evolve.roles.runtime.tools import invoke
+    from evolve.roles.runtime.transcript import Transcript
 
     worktree = tmp_path / "harness"
     shutil.copytree(Path(__file__).parents[1] / "harness_seed", worktree,

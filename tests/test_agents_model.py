@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from evolve.agents import RoleError, get_role, make_backend, read_transcript, run_role
-from evolve.agents.roles.explorer import ExplorerAnswer
+from evolve.roles.explorer import ExplorerAnswer
+from evolve.roles.runtime import RoleError, get_role, make_backend, read_transcript, run_role
 from tests.fakes.bundled import bundled_server
 from trials.endpoints import bundled
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from evolve.agents import RoleError, get_role, make_backend, run_role
+from evolve.roles.runtime import RoleError, get_role, make_backend, run_role
 from trials.endpoints.scripted import ScriptedServer
 from trials.endpoints.spec import EndpointSpec
 

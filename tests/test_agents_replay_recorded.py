@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from evolve.agents import RoleError, get_role, make_backend, read_transcript, run_role
+from evolve.roles.runtime import RoleError, get_role, make_backend, read_transcript, run_role
 
 DATA = Path(__file__).parent / "data" / "agents"
 RECORDING = DATA / "recordings" / "explorer-greet.yaml"

@@ -7,7 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from evolve.agents import Budget, Limits, Role, RoleError, get_role, make_backend, read_transcript, run_role
+from evolve.roles.runtime import (
+    Budget,
+    Limits,
+    Role,
+    RoleError,
+    get_role,
+    make_backend,
+    read_transcript,
+    run_role,
+)
 from trials.endpoints.scripted import ScriptedServer
 from trials.endpoints.spec import EndpointSpec, PriceTable
 
@@ -206,8 +215,8 @@ def test_a_call_failing_again_and_again_withdraws_the_tools(workspace: Path, tmp
 
 
 def test_repeat_counts_clear_on_success_and_can_be_switched_off(tmp_path: Path) -> None:
-    from evolve.agents.tools import ToolContext, _count_repeats, get_tool
-    from evolve.agents.transcript import Transcript
+    from evolve.roles.runtime.tools import ToolContext, _count_repeats, get_tool
+    from evolve.roles.runtime.transcript import Transcript
 
     def ctx(limit: int) -> ToolContext:
         return ToolContext(workspace=tmp_path, limits=Limits(max_repeated_failures=limit),

@@ -6,8 +6,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from evolve.agents import get_role, make_backend, read_transcript, run_role
-from evolve.agents.backends.schema_tools import TEXT_REPLY, call_schema, rewrite_request, rewrite_response
+from evolve.roles.runtime import get_role, make_backend, read_transcript, run_role
+from evolve.roles.runtime.backends.schema_tools import (
+    TEXT_REPLY,
+    call_schema,
+    rewrite_request,
+    rewrite_response,
+)
 from trials.endpoints.scripted import ScriptedServer
 from trials.endpoints.spec import EndpointSpec
 
@@ -90,7 +95,7 @@ def test_a_role_call_on_a_text_only_server_calls_its_tools(tmp_path: Path):
 
 
 def test_auto_is_schema_on_llama_cpp_only():
-    from evolve.agents.backends.schema_tools import resolve_tool_calls
+    from evolve.roles.runtime.backends.schema_tools import resolve_tool_calls
 
     with ScriptedServer([], flavor="llamacpp") as cpp, ScriptedServer([], flavor="vllm") as vllm:
         assert resolve_tool_calls("auto", cpp.base_url) == "schema"

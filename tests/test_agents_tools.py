@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from evolve.agents import Limits, ToolContext, ToolError, get_tool, list_tools, read_transcript, tool
-from evolve.agents.tools import invoke
-from evolve.agents.transcript import Transcript
+from evolve.roles.runtime import Limits, ToolContext, ToolError, get_tool, list_tools, read_transcript, tool
+from evolve.roles.runtime.tools import invoke
+from evolve.roles.runtime.transcript import Transcript
 
 TRIAL = Path(__file__).parent / "data" / "agents" / "trials" / "greet__r1"
 SEED = Path(__file__).parents[1] / "harness_seed"

@@ -32,8 +32,8 @@ def make_demo(tmp_path: Path, base_url: str = "http://127.0.0.1:9/v1", corpus: P
               tasks: list[str] = DEMO_TASKS):
     """The demo experiment as scripts/run.sh made it when the corpus was recorded (three tasks: project-skeleton
     joined later), with the stored corpus as v0's reference corpus."""
-    from evolve.experiment import ExperimentConfig
-    from evolve.store import init_experiment
+    from evolve.experiment.config import ExperimentConfig
+    from evolve.experiment.store import init_experiment
 
     cfg = ExperimentConfig.model_validate({
         "name": "demo", "r": 2, "concurrency": 1, "env": "local",
@@ -48,15 +48,15 @@ def make_demo(tmp_path: Path, base_url: str = "http://127.0.0.1:9/v1", corpus: P
 def analyze(exp, *args: str, recordings: Path = RECORDINGS, timeout: float = 300,
             kill_at: str = "") -> subprocess.CompletedProcess:
     env = {**__import__("os").environ, "RISE_TEST_KILL_AT": kill_at}
-    return subprocess.run([sys.executable, "-m", "evolve.cli", "analyze", str(exp.root), "--backend", "replay",
+    return subprocess.run([sys.executable, "-m", "rise.cli", "analyze", str(exp.root), "--backend", "replay",
                            "--recording", str(recordings), *args], check=False, capture_output=True, text=True,
                           timeout=timeout, env=env)
 
 
 def researcher_inputs_by_group(result: dict) -> dict[str, dict]:
     """The researcher's inputs for every ranked group of an analysis.json."""
-    from evolve.analysis.models import Group
-    from evolve.researcher import inputs_from_group
+    from evolve.roles.analysis.models import Group
+    from evolve.roles.researcher import inputs_from_group
 
     return {g["name"]: inputs_from_group(Group.model_validate(g)).model_dump(mode="json")
             for g in result["groups"] if g.get("rank")}
@@ -83,8 +83,8 @@ def record(base_url: str, work: Path, corpus: Path = CORPUS, recordings: Path = 
                 "stdout_lines": [ln for ln in lines if "$" not in ln and " s" not in ln[-4:]]}
     ranked = [g for g in result["groups"] if g.get("rank")]
     if ranked:  # the researcher's replay (tests/test_research_bundled_replay.py) starts from the top group
-        from evolve.analysis.models import Group
-        from evolve.researcher import inputs_from_group
+        from evolve.roles.analysis.models import Group
+        from evolve.roles.researcher import inputs_from_group
 
         top = Group.model_validate(min(ranked, key=lambda g: g["rank"]))
         expected["researcher_inputs"] = inputs_from_group(top).model_dump(mode="json")
@@ -161,7 +161,7 @@ if __name__ == "__main__":
 def test_rise_analyze_during_an_open_round_writes_into_that_round(tmp_path: Path) -> None:
     """scripts/run.sh killed during analysis, then `rise analyze`: its records belong to the open round r01 (they
     went to r02 before, and the round's summary showed no role call)."""
-    from evolve.ledger import RoundStart
+    from evolve.experiment.ledger import RoundStart
 
     exp = make_demo(tmp_path)
     exp.ledger.append(RoundStart(key="r01:start", round=1, incumbent="v0"))

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from evolve.analysis.digest import digest
-from evolve.analysis.evidence import TraceIndex, check_ref
+from evolve.roles.analysis.digest import digest
+from evolve.roles.analysis.evidence import TraceIndex, check_ref
 
 REAL = Path(__file__).resolve().parent / "data" / "analysis" / "trials"
 

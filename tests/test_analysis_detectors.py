@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from evolve.analysis.detectors import DETECTORS, named_invocations
-from evolve.analysis.digest import compute_digest, digest
+from evolve.roles.analysis.detectors import DETECTORS, named_invocations
+from evolve.roles.analysis.digest import compute_digest, digest
 from tests.test_analysis_support import PROMPT, CraftedTrial, screen
 
 
@@ -226,7 +226,7 @@ def test_detectors_are_quiet_on_a_clean_run(tmp_path, name):
 def test_rise_trace_digest_prints_and_caches(tmp_path):
     from typer.testing import CliRunner
 
-    from evolve.cli import app
+    from rise.cli import app
 
     t = CraftedTrial(tmp_path)
     t.episode([("echo hi > /app/x.txt", 0.5)], observation=screen(PROMPT + "echo hi > /app/x.txt"))

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from evolve.analysis.pairs import CorpusError, make_pairs
+from evolve.roles.analysis.pairs import CorpusError, make_pairs
 from tests.test_analysis_support import CraftedTrial
 
 

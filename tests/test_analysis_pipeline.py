@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
-from evolve.agents import read_transcript
-from evolve.analysis.pipeline import Analysis
-from evolve.ledger import Ledger
+from evolve.experiment.ledger import Ledger
+from evolve.roles.analysis.pipeline import Analysis
+from evolve.roles.runtime import read_transcript
 from tests.test_analysis_support import ScriptedBackend, finding_answer, make_experiment
 
 
@@ -125,7 +125,7 @@ def test_rise_analyze_names_bad_inputs(tmp_path):
 
     from typer.testing import CliRunner
 
-    from evolve.cli import app
+    from rise.cli import app
 
     exp = make_experiment(tmp_path, {"alpha": "pf"})
     runner = CliRunner()
@@ -141,8 +141,8 @@ def test_rise_analyze_names_bad_inputs(tmp_path):
 def test_a_span_cited_under_the_other_run_is_attributed_not_sent_back(tmp_path):
     """The real 1.5B analyst cited the passing run's span under the failing run (twice, so the finding was lost):
     a span id names its run, so the finding is kept with the reference attributed, and the summary says so."""
-    from evolve.analysis.evidence import TraceIndex
-    from evolve.analysis.records import render_groups
+    from evolve.roles.analysis.evidence import TraceIndex
+    from evolve.roles.analysis.records import render_groups
 
     exp = make_experiment(tmp_path, {"alpha": "pf"})
     ref = exp.root / "versions" / "v0" / "reference"
@@ -169,7 +169,7 @@ def test_a_garbled_span_is_cut_after_the_retry_and_the_finding_kept(tmp_path):
     """The live 1.5B analyst lost a finding for a span id no run recorded, cited again after being sent back:
     the reference keeps its step, the span is cut, and the finding is kept with a note saying so. A reference
     with any other problem is left out; a finding with nothing grounded left is still dropped (test above)."""
-    from evolve.analysis.records import render_groups
+    from evolve.roles.analysis.records import render_groups
 
     exp = make_experiment(tmp_path, {"alpha": "pf"})
 

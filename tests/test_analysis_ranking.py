@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from evolve.analysis.evidence import TraceIndex, attribute_spans, check_finding
-from evolve.analysis.models import Finding, FindingAnswer, GroupDraft, GroupReview
-from evolve.analysis.ranking import apply_review, rank, rejected_attempts
-from evolve.ledger import CandidateCreated, CheckResult, Rejection
+from evolve.experiment.ledger import CandidateCreated, CheckResult, Rejection
+from evolve.roles.analysis.evidence import TraceIndex, attribute_spans, check_finding
+from evolve.roles.analysis.models import Finding, FindingAnswer, GroupDraft, GroupReview
+from evolve.roles.analysis.ranking import apply_review, rank, rejected_attempts
 from tests.test_analysis_support import PROMPT, CraftedTrial, finding_answer, screen
 
 
@@ -143,7 +143,7 @@ def test_a_repaired_candidate_is_one_identity_and_only_final_rejections_exclude(
     assert status([created, repaired, blocked]) == "ranked"  # blocked: the candidate is not decided
     assert status([created, repaired, blocked, final]) == "excluded"  # rejected under its repaired commit
     # the same through a repair event (how the controller books repairs now), two repairs deep
-    from evolve.ledger import RepairEvent
+    from evolve.experiment.ledger import RepairEvent
 
     chain = [created, RepairEvent(key="c1:repair", commit="c1", candidate="r01:verify", stage="smoke", number=1,
                                   repaired_to="c2"),

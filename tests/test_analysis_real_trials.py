@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from evolve.analysis.digest import digest
-from evolve.analysis.evidence import TraceIndex
-from evolve.analysis.pairs import make_pairs
-from evolve.analysis.pipeline import Analysis
-from evolve.store import init_experiment
+from evolve.experiment.store import init_experiment
+from evolve.roles.analysis.digest import digest
+from evolve.roles.analysis.evidence import TraceIndex
+from evolve.roles.analysis.pairs import make_pairs
+from evolve.roles.analysis.pipeline import Analysis
 from tests.test_analysis_support import ScriptedBackend, finding_answer
 from trials.endpoints.scripted import ScriptedError, ScriptedServer
 
@@ -63,7 +63,7 @@ def job(tmp_path_factory):
         pytest.skip(reason)
     root = tmp_path_factory.mktemp("real") / "job"
     with ScriptedServer(list(REPLIES), model="scripted") as srv:
-        out = subprocess.run([sys.executable, "-m", "evolve.cli", "eval", "--tasks", str(REPO / "data" / "starter"),
+        out = subprocess.run([sys.executable, "-m", "rise.cli", "eval", "--tasks", str(REPO / "data" / "starter"),
                               "--task", "hello-file", "--agent", "seed", "--env", "local", "-r", "3", "-c", "1",
                               *[a for kv in SETTINGS for a in ("--setting", kv)],
                               "--base-url", srv.base_url, "--model", "scripted", "--job-dir", str(root),
@@ -103,7 +103,7 @@ def test_many_detectors_hit_on_one_real_run(job):
 def test_pairs_and_analysis_on_the_real_corpus(job, tmp_path):
     pairs = make_pairs(job)
     assert pairs.flipping == ["hello-file"] and [p.key for p in pairs.pairs] == ["hello-file:2:1", "hello-file:2:3"]
-    from evolve.experiment import ExperimentConfig, TaskSplit
+    from evolve.experiment.config import ExperimentConfig, TaskSplit
     from trials.endpoints.spec import EndpointSpec
 
     exp = init_experiment("real", ExperimentConfig(name="real", endpoint=EndpointSpec(base_url="http://x/v1",

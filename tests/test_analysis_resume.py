@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from evolve.ledger import Ledger
+from evolve.experiment.ledger import Ledger
 from tests.test_analysis_support import finding_answer, make_experiment
 from trials.endpoints.scripted import ScriptedServer
 
@@ -40,7 +40,7 @@ def responder(body):
 
 def rise(exp, *args, kill_at=None):
     env = {**os.environ, "RISE_TEST_KILL_AT": kill_at or ""}
-    return subprocess.run([sys.executable, "-m", "evolve.cli", "analyze", str(exp.root), *args],
+    return subprocess.run([sys.executable, "-m", "rise.cli", "analyze", str(exp.root), *args],
                           check=False, capture_output=True, text=True, env=env, timeout=240)
 
 

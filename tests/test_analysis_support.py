@@ -115,8 +115,8 @@ class ScriptedBackend:
         self.calls: list[tuple[str, str]] = []
 
     async def run(self, job):
-        from evolve.agents import BackendReply, Usage
-        from evolve.agents.tools import invoke
+        from evolve.roles.runtime import BackendReply, Usage
+        from evolve.roles.runtime.tools import invoke
 
         self.calls.append((job.role.name, job.prompt))
         if self.count_file is not None:
@@ -152,8 +152,8 @@ def make_experiment(tmp_path: Path, grid: dict[str, str], name: str = "exp",
                     base_url: str = "http://127.0.0.1:9/v1"):
     """An experiment (real store: git harness repo tagged v0) whose v0 reference corpus is crafted from ``grid``
     (task -> p/f/i per rep). Passed runs check their work; failed ones claim at once."""
-    from evolve.experiment import ExperimentConfig, TaskSplit
-    from evolve.store import init_experiment
+    from evolve.experiment.config import ExperimentConfig, TaskSplit
+    from evolve.experiment.store import init_experiment
     from trials.endpoints.spec import EndpointSpec
 
     cfg = ExperimentConfig(name=name, endpoint=EndpointSpec(base_url=base_url, model="m"),

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from evolve.agents.transcript import Transcript
-from evolve.audit import audit
-from evolve.cli import app
-from evolve.ledger import TrialDone
+from evolve.experiment.audit import audit
+from evolve.experiment.ledger import TrialDone
+from evolve.roles.runtime.transcript import Transcript
+from rise.cli import app
 from tests.test_evolve_support import make_experiment
 
 

@@ -1,5 +1,5 @@
 """Candidates as git branches of an experiment's harness repository: the verify-completion patch and the
-harmful keystroke-trim patch are applied in candidate worktrees (evolve.store), then smoke-checked and run
+harmful keystroke-trim patch are applied in candidate worktrees (evolve.experiment.store), then smoke-checked and run
 through their contracts in the three configurations (incumbent v0, candidate off, candidate on) with real
 tmux, the local bwrap sandbox, the real runner and a scripted model over HTTP."""
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from evolve.experiment import ExperimentConfig, TaskSplit
-from evolve.store import init_experiment
+from evolve.experiment.config import ExperimentConfig, TaskSplit
+from evolve.experiment.store import init_experiment
 from trials.endpoints.spec import EndpointSpec
 from validate.contracts import FrozenStore, changed_contracts, mechanism_spans, run_contracts
 from validate.smoke import smoke_check

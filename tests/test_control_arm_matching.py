@@ -138,7 +138,7 @@ dir = "."
 
 
 def test_config_options_and_their_errors(tmp_path):
-    from evolve.experiment import ExperimentConfig
+    from evolve.experiment.config import ExperimentConfig
 
     path = tmp_path / "experiment.toml"
     path.write_text(CONFIG)
@@ -155,8 +155,8 @@ def test_config_options_and_their_errors(tmp_path):
 
 
 def test_incumbent_without_midharness_is_refused(tmp_path):
-    from evolve.control_arm import midharness_settings
-    from evolve.round_model import ControllerError
+    from evolve.round.control_arm import midharness_settings
+    from evolve.round.model import ControllerError
 
     with pytest.raises(ControllerError, match="needs the seed's Mid-Harness package"):
         midharness_settings(tmp_path)
@@ -167,7 +167,7 @@ def test_incumbent_without_midharness_is_refused(tmp_path):
 
 
 def test_arm_lines_say_what_was_and_was_not_compared():
-    from evolve.control_arm import arm_lines
+    from evolve.round.control_arm import arm_lines
 
     assert arm_lines(None) == []
     lines = arm_lines({"n": 3, "verifier": "pointwise", "target_tokens_per_trial": 1000.0,

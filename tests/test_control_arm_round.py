@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from evolve.audit import audit
-from evolve.controller import CandidateInput, Proposal, run_round
-from evolve.report import write_report
-from evolve.show import render_text, version_view
+from evolve.experiment.audit import audit
+from evolve.round.controller import CandidateInput, Proposal, run_round
+from evolve.views.report import write_report
+from evolve.views.show import render_text, version_view
 from tests.control_arm_support import sampling_claimer
 from tests.test_controller_support import (
     GOOD,

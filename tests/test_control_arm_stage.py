@@ -1,4 +1,4 @@
-"""The arm stage's attempt loop (evolve/control_arm.py) against grids with hand-made token counts: the controller
+"""The arm stage's attempt loop (evolve/round/control_arm.py) against grids with hand-made token counts: the controller
 around it is a double whose grids are made of ``TrialResult`` objects, so every number can be checked by hand.
 
 The world: the incumbent (2 tasks × r = 2 at N = 1) takes 5 steps a trial, 1000 prompt and 100 output tokens a
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-import evolve.control_arm as arm_mod
-from evolve.control_arm import ControlArmStage
-from evolve.experiment import ExperimentConfig
+import evolve.round.control_arm as arm_mod
+from evolve.experiment.config import ExperimentConfig
+from evolve.round.control_arm import ControlArmStage
 from trials.agents import AgentSpec
 from trials.harness_api import CostLedger, Usage
 from trials.results import TrialResult

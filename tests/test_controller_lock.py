@@ -9,13 +9,13 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from evolve.cli import app
-from evolve.controller import run_round
-from evolve.lock import ExperimentLocked, experiment_lock
+from evolve.experiment.lock import ExperimentLocked, experiment_lock
+from evolve.round.controller import run_round
+from rise.cli import app
 from tests.test_controller_support import GOOD, make_experiment
 
 HOLD = ("import sys, time\n"
-        "from evolve.lock import experiment_lock\n"
+        "from evolve.experiment.lock import experiment_lock\n"
         "with experiment_lock(sys.argv[1]):\n"
         "    print('held', flush=True)\n"
         "    sys.stdin.readline()\n")

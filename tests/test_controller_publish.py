@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
-from evolve.controller import CandidateReport, Controller, RoundReport
+from evolve.round.controller import CandidateReport, Controller, RoundReport
 from tests.test_controller_support import make_experiment
 
 
@@ -67,7 +67,7 @@ def _result(task: str, rep: int, status: str):
 def test_candidate_that_breaks_its_own_sandbox_is_charged_after_bounded_attempts(tmp_path):
     """Issue 15 item 5: a cell ⊥ in 3 attempts where the incumbent's task is healthy is the candidate's failure;
     where the incumbent is ⊥ too it stays ⊥ (an infrastructure fault), however often it was tried."""
-    from evolve.controller import LedgerBook
+    from evolve.round.controller import LedgerBook
     from validate.evaluate import outcome_of
 
     exp = make_experiment(tmp_path / "runs", "http://127.0.0.1:9/v1")

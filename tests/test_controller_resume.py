@@ -22,8 +22,8 @@ from pathlib import Path
 import git
 import pytest
 
-from evolve.controller import run_reference
-from evolve.store import open_experiment
+from evolve.experiment.store import open_experiment
+from evolve.round.controller import run_reference
 from tests.fakes.openai_server import ScriptedServer
 from tests.test_controller_support import (
     GOOD,
@@ -55,7 +55,7 @@ def _cmd(runs: Path, tmp: Path) -> list[str]:
     for slug, prop in (("verify", GOOD_PROPOSAL), ("skip", HARMFUL_PROPOSAL)):
         props[slug] = tmp / f"{slug}.json"
         props[slug].write_text(json.dumps(prop))
-    return [sys.executable, "-m", "evolve.cli", "round", "exp", "--runs-dir", str(runs), "--resume",
+    return [sys.executable, "-m", "rise.cli", "round", "exp", "--runs-dir", str(runs), "--resume",
             "--no-progress", "--candidate", f"verify={GOOD}", "--candidate", f"skip={HARMFUL}",
             "--proposal", f"verify={props['verify']}", "--proposal", f"skip={props['skip']}"]
 

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from evolve.controller import CandidateInput, Proposal, run_round
+from evolve.round.controller import CandidateInput, Proposal, run_round
 from tests.test_controller_support import (
     GOOD,
     GOOD_PROPOSAL,
@@ -65,7 +65,7 @@ def test_good_adopted_harmful_rejected(tmp_path, server):
     # round 1 for open, run its analysis as round 1's and booked r01:end over this decision)
     (end,) = led.find("round_end")
     assert end.key == "r01:end" and end.adopted == "v1" and end.reason == "rise round: adopted v1"
-    from evolve.evolve_loop import Evolution, EvolveOptions
+    from evolve.loop import Evolution, EvolveOptions
     assert Evolution(exp, EvolveOptions(rounds=2, resume=False), None)._next_round() == 2
     # versions/v1 is the new reference corpus: its evaluation
     v1 = exp.root / "versions" / "v1"
@@ -155,7 +155,7 @@ def test_repair_commits_and_checks_the_repaired_commit(tmp_path, server):
     """A failed contracts check goes to the repair hook (the controller's unit, not the contracts' loop): the
     repaired code is committed, booked as ``C:repair``, smoke-checked again and carried on under the new commit;
     a proposal naming a boundary that never runs fails screening."""
-    from evolve.controller import Checks
+    from evolve.round.controller import Checks
     from tests.test_controller_support import pass_smoke
 
     async def contracts(candidate, incumbent, frozen, repair, max_repairs, out_dir):
@@ -193,7 +193,7 @@ def test_a_failed_smoke_check_goes_to_the_repair_hook_and_the_repaired_commit_is
     """Smoke failures reach the implementer like contract failures (issue 14 item 2): the repaired worktree is
     committed and smoke-checked again; a resume goes straight to the repaired commit; without a hook it is a
     rejection naming the smoke check."""
-    from evolve.controller import Checks
+    from evolve.round.controller import Checks
     from tests.test_controller_support import pass_contracts
 
     async def smoke(harness_dir, out_dir):
@@ -234,8 +234,8 @@ def test_a_failed_smoke_check_goes_to_the_repair_hook_and_the_repaired_commit_is
 def test_spent_trial_budget_stops_before_the_next_grid_and_resume_continues(tmp_path, server):
     """budgets.max_trials is checked before each grid: the reference runs spend it, the candidate's next grid is
     refused with a message naming the budget; raising it and resuming finishes the round, nothing rerun."""
-    from evolve.controller import ControllerError
-    from evolve.experiment import ExperimentConfig
+    from evolve.experiment.config import ExperimentConfig
+    from evolve.round.controller import ControllerError
 
     exp = make_experiment(tmp_path / "runs", server.base_url, heldout=[])
 

@@ -66,8 +66,8 @@ HARMFUL_PROPOSAL = {"mechanism": "keystroke-trim", "tasks": ["hello-file"]}
 # -------------------------------------------------------------------------------------------- experiment
 def make_experiment(runs: Path, base_url: str, name: str = "exp", *, r: int = 2, sequential: bool = False,
                     heldout: list[str] | None = None, baseline: str = "reference", adoption: dict | None = None):
-    from evolve.experiment import ExperimentConfig
-    from evolve.store import init_experiment
+    from evolve.experiment.config import ExperimentConfig
+    from evolve.experiment.store import init_experiment
 
     cfg = ExperimentConfig.model_validate({
         "name": name, "endpoint": {"base_url": base_url, "model": "scripted", "timeout_sec": 30},
@@ -88,7 +88,7 @@ async def pass_contracts(candidate: Path, incumbent: Path, frozen: Path, repair:
 
 
 def standin_checks():
-    from evolve.controller import Checks
+    from evolve.round.controller import Checks
 
     return Checks(pass_smoke, pass_contracts)
 
@@ -119,7 +119,7 @@ def scripted_server(handler: Any, model: str = "scripted") -> Any:
 def ledger_shape(root: Path) -> list[tuple]:
     """The ledger as (kind, key, outcome fields) with commits replaced by names in order of appearance, so two
     experiments (whose candidate commits differ by timestamps) compare equal when they did the same work."""
-    from evolve.ledger import Ledger
+    from evolve.experiment.ledger import Ledger
 
     names: dict[str, str] = {}
     hexes = re.compile(r"[0-9a-f]{40}")

@@ -8,9 +8,9 @@ import tomllib
 import pytest
 from typer.testing import CliRunner
 
-from evolve.cli import app
-from evolve.controller import ControllerError, LedgerBook, patch_strip, run_round, set_toml_value
-from evolve.ledger import Ledger, RoundStart
+from evolve.experiment.ledger import Ledger, RoundStart
+from evolve.round.controller import ControllerError, LedgerBook, patch_strip, run_round, set_toml_value
+from rise.cli import app
 from tests.test_controller_support import GOOD, HARMFUL, make_experiment
 from trials.results import TrialResult
 
@@ -78,7 +78,7 @@ def test_cli_errors(tmp_path):
 def test_create_is_idempotent_across_kills_and_takes_branches(tmp_path):
     import git
 
-    from evolve.controller import CandidateInput, Controller
+    from evolve.round.controller import CandidateInput, Controller
 
     exp = make_experiment(tmp_path / "runs", "http://127.0.0.1:9/v1")
     ctl = Controller(exp)
@@ -108,7 +108,7 @@ def test_create_is_idempotent_across_kills_and_takes_branches(tmp_path):
 
 def test_branch_candidate_must_descend_from_the_incumbent(tmp_path):
     """Issue 15 item 4: a branch cut from v0 and adopted after v1 would drop v1; it is refused up front."""
-    from evolve.controller import CandidateInput, Controller
+    from evolve.round.controller import CandidateInput, Controller
 
     exp = make_experiment(tmp_path / "runs", "http://127.0.0.1:9/v1")
     repo = exp.repo

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from evolve.controller import CandidateInput, Proposal, run_round
+from evolve.round.controller import CandidateInput, Proposal, run_round
 from tests.test_controller_support import (
     GOOD,
     GOOD_PROPOSAL,

@@ -12,9 +12,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from evolve.controller import CandidateInput, Controller
-from evolve.grading import grade
-from evolve.round_model import Stop
+from evolve.round.controller import CandidateInput, Controller
+from evolve.round.grading import grade
+from evolve.round.model import Stop
 from tests.test_controller_support import make_experiment
 from validate.adoption import decide
 
@@ -88,7 +88,7 @@ def test_each_candidate_of_a_round_is_decided_at_the_family_level(tmp_path, monk
         return None
 
     ctl.ensure_reference, ctl.publish = reference, publish
-    monkeypatch.setattr("evolve.controller.grid_of_job", lambda path: (BASE, None))
+    monkeypatch.setattr("evolve.round.controller.grid_of_job", lambda path: (BASE, None))
     report = asyncio.run(ctl.round(1, [CandidateInput("lucky", "cand/lucky"), CandidateInput("strong", "cand/strong")]))
     by = {c.slug: c for c in report.candidates}
     assert by["lucky"].status == "rejected" and by["strong"].status == "adopt?"

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from evolve.cli import app
+from rise.cli import app
 from trials.endpoints.pool import EndpointPool
 from trials.endpoints.serve import list_states, port_in_use, stop_server, visible_gpus
 

@@ -79,7 +79,7 @@ def test_foreground_cli_stops_cleanly(sig):
     name = f"test-fg-{os.getpid()}-{int(sig)}"
     # a suite started as a background job (`cmd &` in a script) inherits SIGINT ignored, and Python then leaves
     # it ignored: the CLI under test is exec'd with Ctrl-C's default disposition, as in a terminal
-    argv = [sys.executable, "-m", "evolve.cli", "serve", "bundled", "-m", MODEL, "--port", str(port), "-t", "2",
+    argv = [sys.executable, "-m", "rise.cli", "serve", "bundled", "-m", MODEL, "--port", str(port), "-t", "2",
             "--ctx", "2048", "--name", name]
     reset = "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])"
     cli = subprocess.Popen([sys.executable, "-c", reset, *argv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

@@ -9,7 +9,7 @@ import time
 import pytest
 from typer.testing import CliRunner
 
-from evolve.cli import app
+from rise.cli import app
 from trials.endpoints import serve
 from trials.endpoints.serve import (
     ServerProcess,

@@ -160,7 +160,7 @@ async def test_concurrent_starts_build_once(tmp_path):
 def test_base_image_is_idempotent_and_cli_lists_it():
     from typer.testing import CliRunner
 
-    from evolve.cli import app
+    from rise.cli import app
     from trials.environments.images import docker_client, ensure_base_image
 
     client = docker_client()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typer.testing import CliRunner
 
-from evolve.cli import app
-from evolve.ledger import RoundStart
+from evolve.experiment.ledger import RoundStart
+from rise.cli import app
 from tests.test_analysis_support import make_experiment
 
 
@@ -22,7 +22,7 @@ def test_a_started_round_needs_resume(tmp_path):
 
 
 def test_rounds_already_done_stop_at_once(tmp_path):
-    from evolve.ledger import RoundEnd
+    from evolve.experiment.ledger import RoundEnd
 
     exp = make_experiment(tmp_path, {"alpha": "pf"})
     exp.ledger.append(RoundStart(key="r01:start", round=1, incumbent="v0"))

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from evolve.agents import read_transcript
-from evolve.audit import audit
-from evolve.cli import app
+from evolve.experiment.audit import audit
+from evolve.roles.runtime import read_transcript
+from rise.cli import app
 from tests.test_evolve_support import calls_logged, kill_at_each_stage_then_resume, make_experiment
 
 pytestmark = [pytest.mark.tmux, pytest.mark.sandbox]

@@ -16,10 +16,10 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from evolve.agents import read_transcript
-from evolve.cli import app
-from evolve.evolve_loop import Evolution, EvolveOptions
-from evolve.report import write_report
+from evolve.loop import Evolution, EvolveOptions
+from evolve.roles.runtime import read_transcript
+from evolve.views.report import write_report
+from rise.cli import app
 from tests.test_evolve_support import (
     TRIM,
     VERIFY,

@@ -14,10 +14,10 @@ from pathlib import Path
 import git
 import pytest
 
-from evolve.agents import RoleError, make_backend, read_transcript
-from evolve.analysis.roles import with_limits
-from evolve.implement import IMPLEMENTER, implement
-from evolve.proposals import PROPOSER, OverfitGuard, ProposalSpec, ProposerInputs, propose
+from evolve.roles.analysis.roles import with_limits
+from evolve.roles.implement import IMPLEMENTER, implement
+from evolve.roles.proposals import PROPOSER, OverfitGuard, ProposalSpec, ProposerInputs, propose
+from evolve.roles.runtime import RoleError, make_backend, read_transcript
 from tests.fakes.bundled import bundled_server
 from tests.test_controller_support import STARTER
 from trials.endpoints import bundled
@@ -29,8 +29,8 @@ DEV = ["hello-file", "write-json"]
 
 @pytest.mark.timeout(720)  # two role calls of at most 240 s each, plus the server's start
 def test_proposer_and_implementer_on_the_bundled_model(tmp_path):
-    from evolve.experiment import ExperimentConfig
-    from evolve.store import init_experiment
+    from evolve.experiment.config import ExperimentConfig
+    from evolve.experiment.store import init_experiment
 
     cfg = ExperimentConfig.model_validate({
         "name": "real", "endpoint": {"base_url": "http://127.0.0.1:9/v1", "model": MODEL},

@@ -1,13 +1,13 @@
-"""The controller's repair hook (evolve.implement.repair_hook): failures reach the implementer in the candidate's
+"""The controller's repair hook (evolve.roles.implement.repair_hook): failures reach the implementer in the candidate's
 worktree; a worktree it did not make, or a repair call that fails, is no repair (changed: False), never a crash."""
 
 from __future__ import annotations
 
 import pytest
 
-from evolve.agents import RoleError
-from evolve.implement import repair_hook
-from evolve.proposals import ProposalSpec
+from evolve.roles.implement import repair_hook
+from evolve.roles.proposals import ProposalSpec
+from evolve.roles.runtime import RoleError
 from tests.test_analysis_support import make_experiment
 
 
@@ -48,7 +48,7 @@ def test_repair_goes_to_the_implementer_and_a_failed_call_is_no_repair(tmp_path)
 def test_a_repair_is_reserved_in_the_budget_before_the_call(tmp_path):
     """``before`` (rise evolve's budget check for one implementer call) runs before the repair call; when it
     refuses, nothing is called and the refusal reaches the loop (a non-final budget stop)."""
-    from evolve.evolve_budget import BudgetStop
+    from evolve.experiment.budget import BudgetStop
 
     exp = make_experiment(tmp_path, {"alpha": "pf"})
     _, wt = exp.create_candidate(1, "verify")

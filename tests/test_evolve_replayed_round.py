@@ -38,8 +38,8 @@ REPO = Path(__file__).resolve().parents[1]
 if __name__ == "__main__":  # run as a script (re-recording): the repository root on the path
     sys.path.insert(0, str(REPO))
 
-from evolve.agents import make_backend, read_transcript
-from evolve.evolve_loop import Evolution, EvolveOptions
+from evolve.loop import Evolution, EvolveOptions
+from evolve.roles.runtime import make_backend, read_transcript
 from tests.fakes.openai_server import ScriptedServer
 from tests.test_evolve_support import (
     FlakyClaimer,
@@ -179,7 +179,7 @@ def test_kill_9_at_each_stage_then_resume_same_decision_no_call_or_trial_twice(t
     runs, calls = tmp_path / "runs", tmp_path / "calls.log"
     exp = make_experiment(runs, flaky_server.base_url)
     assert "ADOPTED ['v1']" in kill_at_each_stage_then_resume(runs, calls, "replayed", STAGES)
-    from evolve.audit import audit
+    from evolve.experiment.audit import audit
 
     checked = audit(exp)  # rise audit: nothing finished done twice, nothing finished lost
     assert checked.problems == [] and checked.trials == len(expected["summary"]["trials"]), checked.lines()

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from evolve.agents import read_transcript
-from evolve.candidates import set_toml_value
-from evolve.evolve_loop import Evolution, EvolveOptions
+from evolve.loop import Evolution, EvolveOptions
+from evolve.roles.runtime import read_transcript
+from evolve.round.candidates import set_toml_value
 from tests.test_evolve_support import (
     ScriptedRoles,
     calls_logged,

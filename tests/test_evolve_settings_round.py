@@ -37,8 +37,8 @@ REPO = Path(__file__).resolve().parents[1]
 if __name__ == "__main__":  # run as a script (re-recording): the repository root on the path
     sys.path.insert(0, str(REPO))
 
-from evolve.agents import make_backend, read_transcript
-from evolve.evolve_loop import Evolution, EvolveOptions
+from evolve.loop import Evolution, EvolveOptions
+from evolve.roles.runtime import make_backend, read_transcript
 from tests.fakes.openai_server import ScriptedServer
 from tests.test_evolve_replayed_round import MODEL, recording_name
 from tests.test_evolve_support import FlakyClaimer, ScriptedRoles, calls_logged, make_experiment
@@ -50,7 +50,7 @@ EXPECTED = RECORDINGS / "expected.json"
 def evolution(exp, calls: Path, recordings: Path = RECORDINGS, record_url: str | None = None):
     """The loop of this round on ``exp``: the proposer replayed (or recorded at ``record_url``), every other
     role the scripted double; real checks (smoke; contracts run only where code changed)."""
-    from evolve.checks import Checks
+    from evolve.round.checks import Checks
     from trials.endpoints.spec import EndpointSpec
 
     scripted = ScriptedRoles({}, calls)
@@ -87,8 +87,8 @@ pytestmark = [pytest.mark.tmux, pytest.mark.sandbox]
 @pytest.mark.timeout(1200)  # about 3 min here; room for a loaded CI host
 def test_the_recorded_proposer_chooses_a_settings_mechanism_made_and_decided_without_a_coding_agent(
         tmp_path, flaky_server):
-    from evolve.report import build_report, render_report
-    from evolve.show import render_text, version_view
+    from evolve.views.report import build_report, render_report
+    from evolve.views.show import render_text, version_view
 
     expected = json.loads(EXPECTED.read_text())
     exp = make_experiment(tmp_path / "runs", flaky_server.base_url)

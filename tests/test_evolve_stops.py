@@ -4,9 +4,9 @@ backend of tests/test_evolve_support.py (a test double)."""
 
 from __future__ import annotations
 
-from evolve.candidates import set_toml_value
-from evolve.evolve_loop import Evolution, EvolveOptions
-from evolve.ledger import Evaluation
+from evolve.experiment.ledger import Evaluation
+from evolve.loop import Evolution, EvolveOptions
+from evolve.round.candidates import set_toml_value
 from tests.test_analysis_support import make_experiment
 from tests.test_evolve_support import ScriptedRoles, calls_logged
 
@@ -56,7 +56,7 @@ def test_patience_stops_after_rounds_without_adoption(tmp_path):
 def test_research_references_reach_the_proposer(tmp_path):
     """Research on: the researcher (scripted, through the real search_corpus and read_reference tools on a
     local corpus) cites a reference; the loop records it and the proposer's prompt carries it."""
-    from evolve.agents import read_transcript
+    from evolve.roles.runtime import read_transcript
     from research.api import Research, ResearchSettings
 
     (tmp_path / "alpha").mkdir()

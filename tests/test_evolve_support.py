@@ -59,8 +59,8 @@ class FlakyClaimer:
 
 def make_experiment(runs: Path, base_url: str, name: str = "evo", heldout: tuple[str, ...] = (), **extra: Any):
     """An experiment over hello-file and write-json (r = 2, local sandbox, by default no held-out split)."""
-    from evolve.experiment import ExperimentConfig
-    from evolve.store import init_experiment
+    from evolve.experiment.config import ExperimentConfig
+    from evolve.experiment.store import init_experiment
 
     cfg = ExperimentConfig.model_validate({
         "name": name, "endpoint": {"base_url": base_url, "model": "scripted", "timeout_sec": 30},
@@ -157,8 +157,8 @@ class ScriptedRoles:
         return before
 
     async def run(self, job):
-        from evolve.agents import BackendReply, Usage
-        from evolve.agents.tools import invoke
+        from evolve.roles.runtime import BackendReply, Usage
+        from evolve.roles.runtime.tools import invoke
         from validate.evaluate import kill_point
 
         role = job.role.name
@@ -226,7 +226,7 @@ def repairing_checks(fail_once: set[str]):
     """Checks for the loop tests: the real smoke check, and stand-in contracts (a test double) that fail a new
     mechanism named in ``fail_once`` until its contract file carries the repair mark, sending the failure
     through the controller's repair hook (the implementer) first; every other candidate passes."""
-    from evolve.checks import Checks, _real_smoke
+    from evolve.round.checks import Checks, _real_smoke
 
     async def contracts(candidate: Path, incumbent: Path, frozen: Path, repair: Any, max_repairs: int,
                         out_dir: Path) -> tuple[bool, dict[str, Any]]:
@@ -249,11 +249,11 @@ def repairing_checks(fail_once: set[str]):
 
 def kill_at_each_stage_then_resume(runs: Path, calls: Path, mechanism: str, stages: list[str]) -> str:
     """``python -m tests.evolve_driver`` on the experiment ``evo`` under ``runs``, killed by SIGKILL at each of
-    ``stages`` in turn (``evolve.kill_series``, the loop of scripts/kill_each_stage.py; each run must die
+    ``stages`` in turn (``tests.kill_series``, the loop of scripts/kill_each_stage.py; each run must die
     there), then run once more to the end; returns that last run's output (its exit status must be 0)."""
     import sys
 
-    from evolve.kill_series import kill_series
+    from tests.kill_series import kill_series
 
     args = [sys.executable, "-m", "tests.evolve_driver", str(runs), "evo", str(calls), "1", mechanism]
     series = kill_series(args, stages, runs / "kills", cwd=REPO, timeout=600)

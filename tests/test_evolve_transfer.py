@@ -1,4 +1,4 @@
-"""Freeze and transfer after an adoption (evolve.transfer).
+"""Freeze and transfer after an adoption (evolve.round.transfer).
 
 - Unit (no sandbox): the paired rows on hand-checked counts; an adopted v1 whose experiment has no held-out
   split and no second endpoint (or one that does not answer) is frozen and both parts are booked as *skipped*
@@ -20,14 +20,14 @@ from pathlib import Path
 
 import pytest
 
-from evolve.audit import audit
-from evolve.controller import Controller
-from evolve.evolve_show import write_round_summary
-from evolve.experiment import ExperimentConfig
-from evolve.ledger import Adoption
-from evolve.report import write_report
-from evolve.store import init_experiment
-from evolve.transfer import Transfer, paired_rows, transfer_pending
+from evolve.experiment.audit import audit
+from evolve.experiment.config import ExperimentConfig
+from evolve.experiment.ledger import Adoption
+from evolve.experiment.store import init_experiment
+from evolve.round.controller import Controller
+from evolve.round.transfer import Transfer, paired_rows, transfer_pending
+from evolve.views.report import write_report
+from evolve.views.rounds import write_round_summary
 
 REPO = Path(__file__).resolve().parents[1]
 STARTER = REPO / "data" / "starter"
@@ -91,7 +91,7 @@ def test_skipped_parts_are_recorded_with_their_reason(tmp_path, transfer, why):
 def test_rise_transfer_command(tmp_path):
     from typer.testing import CliRunner
 
-    from evolve.cli import app
+    from rise.cli import app
 
     exp, _ = _adopted(tmp_path)
     res = CliRunner().invoke(app, ["transfer", str(exp.root), "v1", "--no-progress"])
@@ -151,7 +151,7 @@ def test_adopting_round_then_transfer_killed_and_resumed(tmp_path, flaky_server)
     (adoption,) = led.find("adoption")
     c1, c0 = adoption.commit, exp.commit_of("v0")
     # each cell once: v0 reference 2 x 2 + held-out 2, screening 1, evaluation 4, v1 held-out 2, transfer 2 x 3,
-    # and the fresh grading runs of v0 on the 2 named tasks x r = 2 (evolve.grading_runs)
+    # and the fresh grading runs of v0 on the 2 named tasks x r = 2 (evolve.round.grading_runs)
     done = led.find("trial_done")
     assert all(e.status != "infra" for e in done)
     transfer = sorted((e.commit, e.task) for e in done if e.purpose == "transfer")

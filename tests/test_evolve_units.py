@@ -11,11 +11,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from evolve.agents import RoleError
-from evolve.controller import CandidateInput, Checks, Controller, Proposal
-from evolve.evolve_loop import Evolution, EvolveOptions
-from evolve.ledger import RoundEnd, RoundStart
-from evolve.round_model import Stop
+from evolve.experiment.ledger import RoundEnd, RoundStart
+from evolve.loop import Evolution, EvolveOptions
+from evolve.roles.runtime import RoleError
+from evolve.round.controller import CandidateInput, Checks, Controller, Proposal
+from evolve.round.model import Stop
 from tests.test_controller_support import GOOD
 from tests.test_evolve_support import make_experiment
 
@@ -117,7 +117,7 @@ class _Refusing:
 
 
 def test_the_researcher_runs_its_configured_role_and_its_failure_is_saved(tmp_path):
-    from evolve.analysis.models import Group
+    from evolve.roles.analysis.models import Group
 
     exp = make_experiment(tmp_path / "runs", URL, agents={"roles": {"researcher": {"limits": {"max_turns": 3}}}})
     corpus = tmp_path / "index.json"
@@ -136,7 +136,7 @@ def test_the_researcher_runs_its_configured_role_and_its_failure_is_saved(tmp_pa
     assert ev.role_call["error"] == "backend"
     (saved,) = (rdir / "units").glob("*.json")  # the failed call was saved before its event
     # a resume that finds it raises the saved failure again: no second call
-    from evolve.researcher import inputs_from_group, research_group
+    from evolve.roles.researcher import inputs_from_group, research_group
 
     with pytest.raises(RoleError, match="refused by the test double"):
         research_group(inputs_from_group(g), rdir, backend, research, saved=saved)
@@ -162,9 +162,9 @@ def test_patience_counts_the_rounds_of_earlier_invocations(tmp_path, monkeypatch
 
 
 def test_audit_counts_repairs_and_flags_a_repair_paid_outside_the_books(tmp_path):
-    from evolve.agents.transcript import Transcript
-    from evolve.audit import audit
-    from evolve.ledger import RepairEvent
+    from evolve.experiment.audit import audit
+    from evolve.experiment.ledger import RepairEvent
+    from evolve.roles.runtime.transcript import Transcript
 
     exp = make_experiment(tmp_path / "runs", URL)
     tr = exp.root / "rounds" / "r01" / "transcripts"

@@ -179,7 +179,7 @@ def test_run_cell_gives_up_after_the_allowed_reruns(tmp_path):
 def test_rise_eval_refuses_a_ray_address_without_the_ray_executor(tmp_path):
     from typer.testing import CliRunner
 
-    from evolve.cli import app
+    from rise.cli import app
 
     res = CliRunner().invoke(app, ["eval", "--tasks", str(tmp_path), "--ray-address", "1.2.3.4:6379"])
     assert res.exit_code == 2 and "--ray-address needs --executor ray" in res.output
@@ -188,9 +188,9 @@ def test_rise_eval_refuses_a_ray_address_without_the_ray_executor(tmp_path):
 
 
 def test_experiment_executor_reaches_every_grid_plan_of_the_controller(tmp_path):
-    from evolve.controller import Controller
-    from evolve.experiment import ExperimentConfig
-    from evolve.store import init_experiment, open_experiment
+    from evolve.experiment.config import ExperimentConfig
+    from evolve.experiment.store import init_experiment, open_experiment
+    from evolve.round.controller import Controller
 
     cfg = ExperimentConfig.model_validate({
         "name": "scale", "endpoint": {"base_url": "http://127.0.0.1:9/v1", "model": "m"},

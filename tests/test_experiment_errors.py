@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from evolve.cli import app
-from evolve.controller import Controller
-from evolve.experiment import ExperimentConfig
-from evolve.store import init_experiment
+from evolve.experiment.config import ExperimentConfig
+from evolve.experiment.store import init_experiment
+from evolve.round.controller import Controller
+from rise.cli import app
 from tests.test_controller_support import make_experiment
 
 CONFIG = '''name = "x"

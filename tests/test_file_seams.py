@@ -12,8 +12,8 @@ LIMIT = 400
 
 # the file, and the seams that were split out of it (each must still exist, so the split cannot be undone quietly)
 SPLIT = {
-    "evolve/controller.py": ["evolve/candidates.py", "evolve/checks.py", "evolve/budget.py", "evolve/round_model.py"],
-    "evolve/report.py": ["evolve/report_plots.py", "evolve/trial_scan.py"],
+    "evolve/round/controller.py": ["evolve/round/candidates.py", "evolve/round/checks.py", "evolve/experiment/budget.py", "evolve/round/model.py"],
+    "evolve/views/report.py": ["evolve/views/plots.py", "evolve/experiment/trial_scan.py"],
 }
 
 

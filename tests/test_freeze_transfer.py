@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from evolve.experiment import ExperimentConfig
-from evolve.freeze import freeze
-from evolve.ledger import Adoption
-from evolve.store import init_experiment
+from evolve.experiment.config import ExperimentConfig
+from evolve.experiment.freeze import freeze
+from evolve.experiment.ledger import Adoption
+from evolve.experiment.store import init_experiment
 from tests.fakes.openai_server import ScriptedServer
 from tests.test_seed_support import reply
 from trials.environments.local import bwrap_available
@@ -72,7 +72,7 @@ def frozen_v1(tmp_path) -> tuple[Path, str]:
 
 def _rise_eval(cwd: Path, agent: str, tasks: Path, base_url: str, model: str, job: str, *extra: str) -> dict:
     env = {**os.environ, "RISE_CACHE_DIR": str(cwd / "cache")}  # unpacked here, not from an earlier run's cache
-    rise = [shutil.which("rise")] if shutil.which("rise") else [sys.executable, "-m", "evolve.cli"]
+    rise = [shutil.which("rise")] if shutil.which("rise") else [sys.executable, "-m", "rise.cli"]
     proc = subprocess.run([*rise, "eval", "--agent", agent, "--tasks", str(tasks), *extra,
                            "--env", "local", "--base-url", base_url, "--model", model, "-r", "1",
                            "--job-dir", job, "--json", f"{job}.json", "--no-progress"],
@@ -108,7 +108,7 @@ def test_frozen_v1_runs_on_another_task_set_in_a_fresh_directory_and_on_another_
         data = _rise_eval(fresh, "seed", tasks, srv.base_url, "scripted-a", "job-seed", "--task", OTHER[0])
     assert data["complete"] and len(srv.requests) == 3
     # the harness came from the file, unpacked under this folder's cache, with every hash intact
-    from evolve.freeze import verify_frozen
+    from evolve.experiment.freeze import verify_frozen
 
     unpacked = [p for p in (fresh / "cache" / "frozen").iterdir() if (p / "manifest.json").is_file()]
     assert len(unpacked) == 1

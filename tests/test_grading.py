@@ -1,9 +1,9 @@
-"""Prediction grading against paired per-task outcomes (evolve.grading): each grade, ⊥ cells, unexplained
+"""Prediction grading against paired per-task outcomes (evolve.round.grading): each grade, ⊥ cells, unexplained
 regressions, the line the next proposer sees."""
 
 from __future__ import annotations
 
-from evolve.grading import grade
+from evolve.round.grading import grade
 
 BASE = {"a": [False, False], "b": [True, False], "c": [True, True], "d": [True, True]}
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from evolve.agents.tools import ToolRefused, confine
-from evolve.proposals import OverfitGuard
-from evolve.round_model import Stop
+from evolve.roles.proposals import OverfitGuard
+from evolve.roles.runtime.tools import ToolRefused, confine
+from evolve.round.model import Stop
 from tests.test_controller_support import STARTER, make_experiment, pass_contracts
 
 DEV = ["hello-file", "write-json"]
@@ -56,7 +56,7 @@ def test_task_toml_is_read_and_general_code_passes(guard):
 
 
 def _candidate(tmp_path: Path):
-    from evolve.controller import Checks, Controller
+    from evolve.round.controller import Checks, Controller
 
     exp = make_experiment(tmp_path / "runs", "http://127.0.0.1:9/v1", heldout=[])
     _, wt = exp.create_candidate(1, "answers")
@@ -102,7 +102,7 @@ def test_a_repair_commit_hardcoding_the_answer_is_rejected(tmp_path, guard):
     with pytest.raises(Stop):
         asyncio.run(ctl.run_checks("v0", first, wt))
     led = exp.ledger
-    (rep,) = led.find("repair", key=f"{first}:repair")  # the repair unit (evolve.checks.repair_unit)
+    (rep,) = led.find("repair", key=f"{first}:repair")  # the repair unit (evolve.round.checks.repair_unit)
     repaired = rep.repaired_to
     assert repaired and repaired != first
     (rej,) = led.find("rejection")
@@ -111,8 +111,8 @@ def test_a_repair_commit_hardcoding_the_answer_is_rejected(tmp_path, guard):
 
 
 def test_role_tools_never_reach_the_held_out_split(tmp_path):
-    from evolve.agents.fs_tools import _walk, list_dir
-    from evolve.agents.tools import ToolContext
+    from evolve.roles.runtime.fs_tools import _walk, list_dir
+    from evolve.roles.runtime.tools import ToolContext
 
     ws = tmp_path / "exp"
     trial = ws / "versions" / "v0" / "heldout" / "secret-task__r1" / "agent"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from evolve.cli import app
+from rise.cli import app
 
 TOY = Path(__file__).parent / "data" / "handbook_toy" / "toyharness"
 runner = CliRunner()

@@ -36,8 +36,8 @@ class CarelessCoder:
         return self
 
     async def run(self, job):
-        from evolve.agents import BackendReply, Usage
-        from evolve.agents.tools import invoke
+        from evolve.roles.runtime import BackendReply, Usage
+        from evolve.roles.runtime.tools import invoke
 
         tools = {t.name: t for t in job.tools}
         if self.idle:  # as the live 1.5B: the same edit of a line the file does not have, again and again

@@ -6,8 +6,8 @@ import json
 
 from typer.testing import CliRunner
 
-from evolve.cli import app
-from evolve.commands.eval import parse_settings
+from rise.cli import app
+from rise.commands.eval import parse_settings
 from trials.agents import oracle_agent
 from trials.results import JobConfig, TrialResult
 

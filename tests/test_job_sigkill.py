@@ -40,7 +40,7 @@ def _start_and_kill(tmp_path, sig: int) -> tuple[list[str], dict, int]:
     job = tmp_path / "job"
     args = ["--tasks", str(tasks), "--agent", "oracle", "--env", "local", "-r", "2", "-c", "1",
             "--job-dir", str(job)]
-    proc = subprocess.Popen([sys.executable, "-m", "evolve.cli", "eval", "--no-progress", *args], cwd=REPO,
+    proc = subprocess.Popen([sys.executable, "-m", "rise.cli", "eval", "--no-progress", *args], cwd=REPO,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 90

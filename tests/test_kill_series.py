@@ -1,4 +1,4 @@
-"""evolve.kill_series (the loop of scripts/kill_each_stage.py and of the kill tests) on a small resumable
+"""tests.kill_series (the loop of scripts/kill_each_stage.py and of the kill tests) on a small resumable
 program: a counter that books each step in a file and passes a kill point after each one."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from evolve.kill_series import kill_series, table
+from tests.kill_series import kill_series, table
 
 PROGRAM = """
 import sys, time

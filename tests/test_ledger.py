@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from evolve.ledger import CheckResult, Ledger, LedgerError, RoundStart, TrialDone
+from evolve.experiment.ledger import CheckResult, Ledger, LedgerError, RoundStart, TrialDone
 
 
 def test_append_and_replay(tmp_path):
@@ -46,7 +46,7 @@ def test_survives_sigkill_between_appends(tmp_path):
     p = tmp_path / "ledger.jsonl"
     code = (
         "import os, signal, sys\n"
-        "from evolve.ledger import Ledger, RoundStart\n"
+        "from evolve.experiment.ledger import Ledger, RoundStart\n"
         f"led = Ledger({str(p)!r})\n"
         "for i in range(5):\n"
         "    led.append(RoundStart(key=f'r{i}', round=i, incumbent='v0'))\n"

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from evolve.cli import app
 from harness_seed.midharness.export import PairwiseExample
+from rise.cli import app
 from tests.test_midharness_actor import CANDIDATES, INSTRUCTION, PREFERRED, prefer, run_step
 from trials.harness_api import write_json_atomic
 

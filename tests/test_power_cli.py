@@ -9,10 +9,10 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from evolve.cli import app
-from evolve.experiment import ExperimentConfig
-from evolve.power_check import experiment_power, preflight
-from evolve.store import init_experiment
+from evolve.experiment.config import ExperimentConfig
+from evolve.experiment.store import init_experiment
+from evolve.round.power import experiment_power, preflight
+from rise.cli import app
 from tests.test_report_support import F, P, _evaluation, write_job
 
 REPO = Path(__file__).resolve().parents[1]

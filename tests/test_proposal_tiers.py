@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from evolve.agents import BackendReply, Usage
-from evolve.proposals import PROPOSER, OverfitGuard, ProposerInputs, propose
-from evolve.proposals.prompt_tier import check_prompt_candidate
-from evolve.proposals.switches import harness_switches
+from evolve.roles.proposals import PROPOSER, OverfitGuard, ProposerInputs, propose
+from evolve.roles.proposals.prompt_tier import check_prompt_candidate
+from evolve.roles.proposals.switches import harness_switches
+from evolve.roles.runtime import BackendReply, Usage
 from tests.test_evolve_support import make_experiment
 
 REPO = Path(__file__).resolve().parents[1]
@@ -103,13 +103,13 @@ def test_values_written_as_text_are_read_as_their_switch_type(tmp_path):
 
 def test_a_refused_settings_proposal_is_booked_like_the_guards_refusals(tmp_path):
     """Through the loop's proposal unit: a ``refused`` ProposalEvent whose reason names the key."""
-    from evolve.analysis.models import Group
-    from evolve.evolve_loop import Evolution, EvolveOptions
+    from evolve.loop import Evolution, EvolveOptions
+    from evolve.roles.analysis.models import Group
 
     exp = make_experiment(tmp_path / "runs", "http://127.0.0.1:9/v1")
     backend = Answering(settings_answer(**{"model.not_a_switch": 1}))
     evo = Evolution(exp, EvolveOptions(rounds=1), lambda role, key: backend)
-    from evolve.controller import Controller
+    from evolve.round.controller import Controller
 
     ctl = Controller(exp)
     group = Group(id="g1", name=GROUP["name"], wish=GROUP["wish"], members=["f1"], tasks=["write-json"],
@@ -158,8 +158,8 @@ def test_a_prompt_tier_candidate_may_change_templates_only(copy):
 
 def test_the_prompt_tier_refusal_reads_the_candidates_commit(tmp_path):
     """Real git: a candidate branch whose template no longer renders is refused by the loop's check."""
-    from evolve.controller import Controller
-    from evolve.implement.tier_units import prompt_refusal
+    from evolve.roles.implement.tier_units import prompt_refusal
+    from evolve.round.controller import Controller
 
     exp = make_experiment(tmp_path / "runs", "http://127.0.0.1:9/v1")
     inc = Controller(exp).version_dir("v0")
@@ -184,7 +184,7 @@ def test_switches_of_the_seed_are_every_bounded_setting_its_handbook_lists():
 def test_an_experiment_limited_to_the_settings_tier_offers_only_it_and_requires_the_values(tmp_path):
     from pydantic import ValidationError
 
-    from evolve.proposals.models import answer_model
+    from evolve.roles.proposals.models import answer_model
 
     model = answer_model(["settings"])
     schema = model.model_json_schema()

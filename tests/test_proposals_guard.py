@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from evolve.proposals import OverfitGuard, ProposalSpec, ProposerAnswer
+from evolve.roles.proposals import OverfitGuard, ProposalSpec, ProposerAnswer
 
 REPO = Path(__file__).resolve().parents[1]
 STARTER = REPO / "data" / "starter"

@@ -110,7 +110,7 @@ def test_oracle_grid_on_two_workers_matches_the_local_executor(cluster, tmp_path
 def test_rise_eval_executor_ray_flag(cluster, tmp_path):
     from typer.testing import CliRunner
 
-    from evolve.cli import app
+    from rise.cli import app
 
     out = tmp_path / "eval.json"
     res = CliRunner().invoke(app, ["eval", "--tasks", str(STARTER), "--task", "hello-file", "--agent", "oracle",
@@ -185,11 +185,11 @@ def test_a_trial_past_its_wall_clock_limit_on_a_worker_is_infra_and_not_rerun(cl
 def test_a_driver_killed_mid_grid_resumes_without_running_a_delivered_trial_again(cluster, tmp_path):
     """kill -9 of the driver (rise eval) while one cell is delivered and others run on the workers: the job
     folder holds exactly the delivered cell; --resume runs only the others."""
-    from evolve.commands.eval import job_id_for
+    from rise.commands.eval import job_id_for
 
     tasks, job = _gated_tasks(tmp_path / "tasks", 3), tmp_path / "job"
     job_id = job_id_for(job)
-    driver = subprocess.Popen([sys.executable, "-m", "evolve.cli", "eval", "--tasks", str(tasks), "--agent", "oracle",
+    driver = subprocess.Popen([sys.executable, "-m", "rise.cli", "eval", "--tasks", str(tasks), "--agent", "oracle",
                                "-r", "1", "--executor", "ray", "--ray-address", cluster.address, "--job-dir", str(job),
                                "--no-progress"], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from evolve.cli import app
-from evolve.report import build_report, experiment_spend, render_report, running_jobs, write_report
+from evolve.views.report import build_report, experiment_spend, render_report, running_jobs, write_report
+from rise.cli import app
 from tests.test_report_support import DEV, build_experiment
 
 runner = CliRunner()
@@ -215,8 +215,8 @@ def test_report_default_path_and_atomic(exp, tmp_path):
 
 def test_report_of_a_fresh_experiment(tmp_path):
     """Just initialised: no grids, no rounds; the page still renders and says so."""
-    from evolve.experiment import ExperimentConfig
-    from evolve.store import init_experiment
+    from evolve.experiment.config import ExperimentConfig
+    from evolve.experiment.store import init_experiment
     from tests.test_report_support import make_seed
 
     cfg = ExperimentConfig.model_validate({"name": "empty", "endpoint": {"base_url": "http://x/v1", "model": "m"},

@@ -14,11 +14,11 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from evolve.cli import app
-from evolve.controller import CandidateInput, Proposal, run_round
-from evolve.freeze import freeze
-from evolve.report import build_report, write_report
-from evolve.show import version_view
+from evolve.experiment.freeze import freeze
+from evolve.round.controller import CandidateInput, Proposal, run_round
+from evolve.views.report import build_report, write_report
+from evolve.views.show import version_view
+from rise.cli import app
 from tests.fakes.openai_server import ScriptedServer
 from tests.test_controller_support import (
     GOOD,
@@ -93,7 +93,7 @@ def test_frozen_v1_transfers_to_an_unseen_task(exp, tmp_path):
     shutil.copy2(frozen, fresh / frozen.name)
     tasks = tmp_path / "unseen"
     shutil.copytree(STARTER / "count-lines", tasks / "count-lines")
-    rise = [shutil.which("rise")] if shutil.which("rise") else [sys.executable, "-m", "evolve.cli"]
+    rise = [shutil.which("rise")] if shutil.which("rise") else [sys.executable, "-m", "rise.cli"]
     outcome = {}
     with ScriptedServer(early_claimer, model="scripted") as srv:
         for agent in (frozen.name, "seed"):

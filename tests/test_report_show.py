@@ -8,8 +8,8 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from evolve.cli import app
-from evolve.show import ShowError, render_text, settings_changes, version_view
+from evolve.views.show import ShowError, render_text, settings_changes, version_view
+from rise.cli import app
 from tests.test_report_support import build_experiment
 
 runner = CliRunner()

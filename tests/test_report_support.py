@@ -15,8 +15,8 @@ import os
 import shutil
 from pathlib import Path
 
-from evolve.experiment import ExperimentConfig
-from evolve.ledger import (
+from evolve.experiment.config import ExperimentConfig
+from evolve.experiment.ledger import (
     Adoption,
     CandidateCreated,
     CheckResult,
@@ -29,7 +29,7 @@ from evolve.ledger import (
     TransferEvent,
     TrialDone,
 )
-from evolve.store import Experiment, init_experiment
+from evolve.experiment.store import Experiment, init_experiment
 from trials.agents import oracle_agent
 from trials.harness_api import CostLedger, Usage, write_json_atomic
 from trials.metrics import compute_metrics, grid_from_results
@@ -48,7 +48,7 @@ VERIFY = {"alpha": [P, P, P, P], "beta": [P, P, P, P], "gamma": [P, P, P, P], "d
 VERIFY_HELD = {"sealed": [P, P, F, P]}
 HARMFUL = {"alpha": [P, F, F, F], "beta": [F, F, F, F], "gamma": [P, F, F, F], "delta": [F, F, F, F]}
 FLAKY = {"alpha": [P, P, X, P], "beta": [P, P, P, P], "gamma": [P, X, P, P], "delta": [F, P, F, F]}
-# the second model's (passes, runs) per task at r = 2: v0, then v1 (evolve.transfer's counts)
+# the second model's (passes, runs) per task at r = 2: v0, then v1 (evolve.round.transfer's counts)
 SMALL = ({"alpha": (2, 2), "beta": (0, 2), "delta": (0, 2), "gamma": (1, 2), "sealed": (0, 2)},
          {"alpha": (2, 2), "beta": (1, 2), "delta": (0, 2), "gamma": (2, 2), "sealed": (1, 2)})
 POWER = ("power", "power_gain", "detectable_gain")
@@ -136,8 +136,8 @@ def _link(vdir: Path, name: str, target: Path) -> None:
 
 
 def _transfer(exp: Experiment, commit: str, held0: Path, held1: Path) -> None:
-    """v1's freeze and transfer events, as evolve.transfer books them (the second model's grids not written)."""
-    from evolve.transfer import HELD, new_part, paired_rows, task_counts
+    """v1's freeze and transfer events, as evolve.round.transfer books them (the second model's grids not written)."""
+    from evolve.round.transfer import HELD, new_part, paired_rows, task_counts
 
     exp.ledger.append(Freeze(key=f"{commit}:freeze", version="v1", commit=commit, path="versions/v1/synth-v1.rhz",
                              sha256="0" * 64))

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from evolve.agents import RoleError, make_backend
-from evolve.researcher import ResearchOutcome, research_group
+from evolve.roles.researcher import ResearchOutcome, research_group
+from evolve.roles.runtime import RoleError, make_backend
 from research.api import Research, ResearchSettings
 
 RECORDINGS = Path(__file__).parent / "data" / "research" / "recordings"

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from evolve.cli import app
 from research.api import Research, ResearchDisabled, ResearchSettings
 from research.store import research_root
+from rise.cli import app
 
 LOOP = '''def run_loop(agent):
     while True:

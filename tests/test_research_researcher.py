@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from evolve.agents import make_backend, read_transcript
-from evolve.researcher import NO_PRECEDENT, ResearcherInputs, research_group
+from evolve.roles.researcher import NO_PRECEDENT, ResearcherInputs, research_group
+from evolve.roles.runtime import make_backend, read_transcript
 from research.api import Research, ResearchSettings
 from trials.endpoints.scripted import ScriptedServer
 from trials.endpoints.spec import EndpointSpec

@@ -48,7 +48,7 @@ def copy_task(src: str, dest_root: Path, name: str, *, solve: str | None = None,
 
 
 def rise_eval(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "evolve.cli", "eval", "--no-progress", *args],
+    return subprocess.run([sys.executable, "-m", "rise.cli", "eval", "--no-progress", *args],
                           check=False, cwd=REPO, capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, "COLUMNS": "200"})
 

@@ -7,7 +7,7 @@ import shutil
 import pytest
 from typer.testing import CliRunner
 
-from evolve.cli import app
+from rise.cli import app
 from trials.settings_check import SettingsError, check_settings
 
 SEED = "harness_seed"

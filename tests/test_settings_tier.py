@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from evolve.controller import Controller
-from evolve.implement.settings_tier import SETTINGS_MARK, TierError, make_settings_candidate
-from evolve.proposals.models import ProposalSpec
+from evolve.roles.implement.settings_tier import SETTINGS_MARK, TierError, make_settings_candidate
+from evolve.roles.proposals.models import ProposalSpec
+from evolve.round.controller import Controller
 from handbook.check import check_harness
 from tests.test_evolve_support import make_experiment
 
@@ -52,7 +52,7 @@ def test_the_candidate_is_the_incumbent_with_the_new_values_and_a_resynced_handb
 
 
 def test_a_later_value_replaces_the_note_of_an_earlier_one(exp):
-    from evolve.implement.settings_tier import resync_handbook
+    from evolve.roles.implement.settings_tier import resync_handbook
 
     inc = Controller(exp).version_dir("v0")
     _, _, _ = make_settings_candidate(exp, 1, spec_of(**{"terminus.confirmations": 3}), slug="a",

@@ -25,10 +25,10 @@ import git
 import pytest
 from typer.testing import CliRunner
 
-from evolve.audit import audit
-from evolve.cli import app
-from evolve.implement.settings_tier import SETTINGS_MARK
-from evolve.kill_series import invoke
+from evolve.experiment.audit import audit
+from evolve.roles.implement.settings_tier import SETTINGS_MARK
+from rise.cli import app
+from tests.kill_series import invoke
 from tests.test_evolve_support import REPO, calls_logged, kill_at_each_stage_then_resume, make_experiment
 from validate.evaluate import KILL_ENV
 

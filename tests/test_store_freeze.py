@@ -4,9 +4,9 @@ import tarfile
 
 import pytest
 
-from evolve.experiment import ExperimentConfig
-from evolve.freeze import freeze, verify_frozen
-from evolve.store import StoreError, init_experiment, open_experiment
+from evolve.experiment.config import ExperimentConfig
+from evolve.experiment.freeze import freeze, verify_frozen
+from evolve.experiment.store import StoreError, init_experiment, open_experiment
 from trials.agents import extract_frozen
 
 
@@ -74,7 +74,7 @@ def test_edited_frozen_cache_is_refused_at_run_time(tmp_path, seed, monkeypatch)
     """Issue 15 item 3: ``rise eval --agent X.rhz`` verifies the unpacked harness against the frozen hashes."""
     from typer.testing import CliRunner
 
-    from evolve.cli import app
+    from rise.cli import app
     from trials.agents import resolve_agent
 
     monkeypatch.setenv("RISE_CACHE_DIR", str(tmp_path / "cache"))

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evolve.controller import Controller
-from evolve.store import open_experiment
+from evolve.experiment.store import open_experiment
+from evolve.round.controller import Controller
 from tests.test_controller_support import make_experiment
 
 

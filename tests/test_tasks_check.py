@@ -6,7 +6,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from evolve.cli import app
+from rise.cli import app
 from trials.tasks import check_task_set
 
 from .test_tasks_load import make_task

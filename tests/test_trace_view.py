@@ -13,9 +13,9 @@ import shutil
 import pytest
 from typer.testing import CliRunner
 
-from evolve.cli import app
 from monitor.store import TrialTrace
 from monitor.view import render_steps
+from rise.cli import app
 from tests.test_monitor_seed_trial import DONE, SOLVE, Model, _parts_missing, run_seed_trial
 
 pytestmark = [pytest.mark.tmux, pytest.mark.sandbox]

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from evolve.store import Experiment
+from evolve.experiment.store import Experiment
 from tests.test_controller_support import make_experiment
 
 PROJECT = Path(__file__).resolve().parents[2]

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from evolve.candidates import reset_worktree as _reset
-from evolve.controller import Controller
+from evolve.experiment.store import StoreError
 from evolve.gitsafe import nested_repositories
-from evolve.store import StoreError
+from evolve.round.candidates import reset_worktree as _reset
+from evolve.round.controller import Controller
 from tests.escape.scene import Scene, make_scene
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")

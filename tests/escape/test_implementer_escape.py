@@ -19,15 +19,15 @@ from typing import Any
 
 import pytest
 
-from evolve.agents import IMPLEMENTER_TOOLS, Limits, Role, ToolContext, get_tool, make_backend
-from evolve.agents.backends.claude import ClaudeBackend, bundled_cli
-from evolve.agents.backends.scripted_cli import ScriptedCLI
-from evolve.agents.config import ClaudeSettings
-from evolve.agents.roles.explorer import ExplorerAnswer
-from evolve.agents.runtime import run_role
-from evolve.agents.sandbox import run_confined
-from evolve.agents.tools import invoke
-from evolve.agents.transcript import Transcript, read_transcript
+from evolve.roles.explorer import ExplorerAnswer
+from evolve.roles.runtime import IMPLEMENTER_TOOLS, Limits, Role, ToolContext, get_tool, make_backend
+from evolve.roles.runtime.backends.claude import ClaudeBackend, bundled_cli
+from evolve.roles.runtime.backends.scripted_cli import ScriptedCLI
+from evolve.roles.runtime.config import ClaudeSettings
+from evolve.roles.runtime.runtime import run_role
+from evolve.roles.runtime.sandbox import run_confined
+from evolve.roles.runtime.tools import invoke
+from evolve.roles.runtime.transcript import Transcript, read_transcript
 from tests.escape.scene import SOLUTION, Hostile, Scene, allowed_calls, hostile_calls, make_scene
 from trials.endpoints.scripted import ScriptedServer
 from trials.endpoints.spec import EndpointSpec
@@ -37,7 +37,7 @@ pytestmark = [pytest.mark.sandbox,
               pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")]
 
 ROLE = Role(name="implementer-under-test", description="You change files in your worktree.",
-            template=Path(__file__).parents[2] / "evolve" / "agents" / "roles" / "explorer.md.j2",
+            template=Path(__file__).parents[2] / "evolve" / "roles" / "explorer.md.j2",
             output=ExplorerAnswer, tools=tuple(t for t in IMPLEMENTER_TOOLS if t != "check"),
             limits=Limits(max_turns=60, corrective_turns=0, run_timeout_s=30, deadline_s=400,
                           tool_output_chars=4000, max_repeated_failures=0))
@@ -165,7 +165,7 @@ def test_the_sandbox_shows_nothing_else_of_the_host(scene: Scene) -> None:
         assert ".ssh" not in root and ".gitconfig" not in root and ".pyenv" in root
     (scene.wt / "test_inside.py").write_text("from harness import settings\n\n\ndef test_it():\n"
                                              "    assert settings.__name__ == 'harness.settings'\n")
-    py = run_confined("python3 -c 'import trials, evolve.store; print(\"imports ok\")' && git log --oneline -1 && "
+    py = run_confined("python3 -c 'import trials, evolve.experiment.store; print(\"imports ok\")' && git log --oneline -1 && "
                       "rise handbook check . && cd .. && python3 -m pytest -q -p no:cacheprovider "
                       "harness/test_inside.py", scene.wt, timeout_s=180)
     assert py.returncode == 0 and "imports ok" in py.output, py.output
@@ -177,7 +177,7 @@ def test_the_packages_shown_are_the_projects() -> None:
     """The sandbox binds the packages pyproject installs, no more (``data/``, ``runs/``, ``tests/`` stay out)."""
     import tomllib
 
-    from evolve.agents.sandbox import PROJECT_PACKAGES, PROJECT_ROOT
+    from evolve.roles.runtime.sandbox import PROJECT_PACKAGES, PROJECT_ROOT
 
     found = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
     assert sorted(PROJECT_PACKAGES) == sorted(p.rstrip("*") for p in found["include"])

@@ -36,7 +36,7 @@ class EndpointSpec(BaseModel):
     tool_calls: Literal["auto", "native", "schema"] = Field(
         default="auto", description="how agent roles call tools: native (the server's tool parser), schema (one "
         "JSON schema constrains every reply; for small models on llama.cpp, see "
-        "evolve/agents/backends/schema_tools.py) or auto (schema on a llama.cpp server, else native)")
+        "evolve/roles/runtime/backends/schema_tools.py) or auto (schema on a llama.cpp server, else native)")
 
     def api_key(self) -> str:
         """The key from the named variable; servers without auth get a placeholder."""

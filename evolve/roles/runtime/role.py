@@ -1,0 +1,149 @@
+"""What a role is (template + output model + tools + limits), what one call returns, and how it fails."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+OutputMode = Literal["tool", "prompted", "native"]
+ErrorKind = Literal["invalid_output", "bad_input", "timeout", "budget", "limit", "backend", "replay_miss",
+                    "config"]
+
+
+class Limits(BaseModel):
+    """Bounds of one role call. ``max_usd`` is checked against the budget before the call and after it."""
+
+    model_config = ConfigDict(extra="forbid")
+    max_turns: int = Field(default=12, ge=1, description="model requests in one call; from the last one only the answer "
+                           "is offered, with up to corrective_turns more requests to correct it")
+    max_output_tokens: int = Field(default=1024, ge=1, description="max_tokens of each model request")
+    deadline_s: float = Field(default=300.0, gt=0, description="wall clock for the whole call; then killed")
+    max_usd: float | None = Field(default=None, ge=0, description="dollars one call may cost")
+    corrective_turns: int = Field(default=2, ge=0, description="retries after an invalid answer")
+    min_tool_calls: int = Field(default=0, ge=0, description="an answer before this many tool calls is sent back")
+    tool_output_chars: int = Field(default=8000, ge=200, description="a longer tool result is truncated")
+    run_timeout_s: float = Field(default=60.0, gt=0, description="time limit of one run(cmd)")
+    max_repeated_failures: int = Field(
+        default=0, ge=0, description="the same tool call (same tool, same arguments) failing this many times "
+        "withdraws the tools: only the answer is offered from then on; from its second failure on it is told so; "
+        "0 = never (the default: recordings of real runs hold such repeats; the implementer sets 3)")
+
+
+class Role(BaseModel):
+    """One kind of LLM work: a jinja2 prompt, a pydantic output model, a tool set and limits."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, frozen=True)
+    name: str = Field(pattern=r"^[a-z][a-z0-9_-]*$")
+    description: str
+    template: Path = Field(description="jinja2 template of the task prompt; renders ``inputs``")
+    output: type[BaseModel] = Field(description="the validated answer")
+    inputs: type[BaseModel] | None = Field(default=None, description="validates the inputs when given")
+    tools: tuple[str, ...] = Field(default=(), description="names in the tool registry")
+    limits: Limits = Field(default_factory=Limits)
+    output_mode: OutputMode = Field(
+        default="tool", description="tool: a final_answer tool call; prompted: JSON text; native: JSON schema")
+
+
+class Usage(BaseModel):
+    """Tokens and requests of one call; tool calls and refused tool calls counted by the runtime."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    requests: int = 0
+    tool_calls: int = 0
+    refusals: int = 0
+
+    def add(self, other: Usage) -> Usage:
+        return Usage(**{k: getattr(self, k) + getattr(other, k) for k in Usage.model_fields})
+
+
+class RoleResult(BaseModel):
+    """A validated answer and what it took. ``transcript`` is the JSONL file of the call."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+    role: str
+    call_id: str
+    output: BaseModel
+    transcript: Path
+    usage: Usage
+    cost: float
+    seconds: float
+    backend: str
+
+
+class RoleError(Exception):
+    """A role call that produced no valid answer; ``fields`` names what failed validation, if anything."""
+
+    def __init__(self, role: str, kind: ErrorKind, message: str, *, fields: list[str] | None = None,
+                 transcript: Path | None = None, usage: Usage | None = None, cost: float = 0.0):
+        self.role, self.kind, self.fields = role, kind, list(fields or [])
+        self.transcript, self.usage, self.cost = transcript, usage or Usage(), cost
+        self.message = message
+        named = f" (fields: {', '.join(self.fields)})" if self.fields else ""
+        where = f" [transcript: {transcript}]" if transcript else ""
+        super().__init__(f"role {role}: {kind}: {message}{named}{where}")
+
+
+_ROLES: dict[str, Role] = {}
+
+
+def register_role(role: Role) -> Role:
+    """Make ``role`` known to ``rise role`` and :func:`get_role`; a second role of the same name is an error."""
+    old = _ROLES.get(role.name)
+    if old is not None and old is not role:
+        raise ValueError(f"role {role.name!r} is already registered")
+    _ROLES[role.name] = role
+    return role
+
+
+# The modules that register roles (each room of evolve/roles/); a module not built yet is skipped, one that fails to
+# import is an error. Imported by name, so the runtime does not depend on the rooms that use it.
+ROLE_MODULES = ("evolve.roles.explorer", "evolve.roles.analysis.roles", "evolve.roles.researcher",
+                "evolve.roles.proposals", "evolve.roles.implement")
+
+
+def _load_builtin_roles() -> None:
+    """Import every module of :data:`ROLE_MODULES` (each registers its roles, and imports the modules of any tools
+    they add). A role elsewhere is known once its module is imported."""
+    import importlib
+
+    for name in ROLE_MODULES:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+
+
+def get_role(name: str) -> Role:
+    """A registered role by name; the error lists the known ones."""
+    _load_builtin_roles()
+    try:
+        return _ROLES[name]
+    except KeyError:
+        raise KeyError(f"unknown role {name!r}; known: {', '.join(sorted(_ROLES)) or 'none'}") from None
+
+
+def list_roles() -> list[Role]:
+    """All registered roles, by name."""
+    _load_builtin_roles()
+    return [_ROLES[k] for k in sorted(_ROLES)]
+
+
+def validate_inputs(role: Role, inputs: Any) -> dict[str, Any]:
+    """The inputs as a dict, validated by ``role.inputs`` when it has one (a RoleError names the fields)."""
+    from pydantic import ValidationError
+
+    if isinstance(inputs, BaseModel):
+        inputs = inputs.model_dump(mode="json")
+    if not isinstance(inputs, dict):
+        raise RoleError(role.name, "bad_input", f"inputs must be a JSON object, not {type(inputs).__name__}")
+    if role.inputs is None:
+        return inputs
+    try:
+        return role.inputs.model_validate(inputs).model_dump(mode="json")
+    except ValidationError as exc:
+        raise RoleError(role.name, "bad_input", "inputs do not validate",
+                        fields=[".".join(map(str, e["loc"])) for e in exc.errors()]) from None

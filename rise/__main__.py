@@ -1,0 +1,5 @@
+"""``python -m rise``: the same as the ``rise`` command."""
+
+from rise.cli import app
+
+app()

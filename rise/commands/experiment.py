@@ -1,0 +1,134 @@
+"""`rise init`, `rise freeze`, `rise status`: the experiment store from the command line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from pydantic import ValidationError
+from rich.table import Table
+
+from evolve.experiment.config import ExperimentConfig
+from evolve.experiment.freeze import freeze
+from evolve.experiment.store import StoreError, init_experiment, open_experiment
+from rise.commands import console as _console
+from trials.validation import describe
+
+console = _console.out()
+ExpName = Annotated[str, typer.Argument(help="experiment name (under --runs-dir) or path")]
+RunsDir = Annotated[Path, typer.Option("--runs-dir", help="where experiments live")]
+
+
+def init_cmd(
+    name: Annotated[str, typer.Argument(help="experiment name; creates runs/NAME/")],
+    config: Annotated[Path, typer.Option("--config", help="experiment TOML: endpoint, tasks (dev/held-out), r, "
+                                         "policy")],
+    runs_dir: RunsDir = Path("runs"),
+    prior: Annotated[list[str] | None, typer.Option(
+        "--prior", help="TASK=RATE or TASK=PASSES/RUNS: the expected pass rate of a development task, stored in "
+        "[adoption] prior (power estimate before the reference corpus exists)")] = None,
+) -> None:
+    """Create an experiment: frozen experiment.toml, ledger, and a harness git repo from the seed (tag v0); then
+    print what its grid can adopt (validate.power)."""
+    from evolve.round.power import experiment_power
+
+    try:
+        cfg = ExperimentConfig.load(config)
+        if prior:
+            data = cfg.model_dump()
+            data["adoption"]["prior"] = {**cfg.adoption.prior, **_prior_pairs(prior)}
+            try:
+                cfg = ExperimentConfig.model_validate(data)
+            except ValidationError as exc:
+                raise ValueError(f"--prior: {describe(exc, data)}") from None
+        exp = init_experiment(name, cfg, runs_dir=runs_dir)
+    except (ValueError, StoreError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1) from None
+    console.print(f"created {exp.root} (harness repo {exp.harness_dir}, tag v0 = {exp.commit_of('v0')[:10]})")
+    console.print(experiment_power(exp).line(), markup=False, soft_wrap=True)
+
+
+def _prior_pairs(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        task, sep, rate = item.partition("=")
+        if not sep or not task.strip() or not rate.strip():
+            raise ValueError(f"--prior wants TASK=RATE or TASK=PASSES/RUNS, got {item!r}")
+        out[task.strip()] = rate.strip()
+    return out
+
+
+def freeze_cmd(
+    name: ExpName,
+    version: Annotated[str, typer.Argument(help="adopted version tag, e.g. v1")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="file to write (.rhz)")],
+    runs_dir: RunsDir = Path("runs"),
+) -> None:
+    """Freeze an adopted version into one file that `rise eval --agent FILE` runs anywhere."""
+    try:
+        manifest = freeze(open_experiment(name, runs_dir), version, output)
+    except (ValueError, StoreError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1) from None
+    console.print(f"wrote {output}: {manifest['name']} commit {manifest['commit'][:10]}, "
+                  f"{len(manifest['files'])} files, evolved for {manifest['evolved_for']['model']}")
+
+
+def status_cmd(
+    name: ExpName,
+    runs_dir: RunsDir = Path("runs"),
+) -> None:
+    """Versions with their evaluations, rounds and decisions recorded in the ledger."""
+    try:
+        exp = open_experiment(name, runs_dir)
+    except StoreError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1) from None
+    led = exp.ledger
+    table = Table(title=f"{exp.config.name}: versions")
+    for col in ("version", "commit", "Pass@1", "Pass^r", "Pass@r", "Flip", "complete"):
+        table.add_column(col)
+    for v in exp.versions():
+        commit = exp.commit_of(v)
+        evals = led.find("evaluation", commit=commit)
+        m = evals[-1].metrics if evals else {}
+        table.add_row(v, commit[:10], *(f"{m[k]:.3f}" if isinstance(m.get(k), float) else "—"
+                                       for k in ("pass_at_1", "pass_hat_r", "pass_at_r", "flip")),
+                      str(evals[-1].complete) if evals else "—")
+    console.print(table)
+    rounds = led.find("round_start")
+    decisions = led.find("adoption") + led.find("rejection")
+    console.print(f"rounds: {len(rounds)}, candidates: {len(led.find('candidate_created'))}, "
+                  f"decisions: {len(decisions)}, trials recorded: {len(led.find('trial_done'))}")
+    _print_spend_and_running(exp)
+
+
+def _print_spend_and_running(exp) -> None:
+    """What the experiment's trials spent against its budgets, and the grids being run right now."""
+    from evolve.experiment.trial_scan import experiment_spend, running_jobs
+    from trials.cost import CostSummary
+
+    total = CostSummary()
+    for part in experiment_spend(exp).values():
+        total.merge(part)
+    budgets = exp.config.budgets
+    limits = "".join([f" of ${budgets.max_usd}" if budgets.max_usd else "",
+                      f"; {total.trials} of {budgets.max_trials} trials allowed" if budgets.max_trials else ""])
+    console.print(f"spend: {total.trials} trials, {total.tokens:,} tokens "
+                  f"(generator {total.generator_in:,} in / {total.generator_out:,} out, verifier "
+                  f"{total.verifier_in + total.verifier_out:,}), ${total.usd:.4f}{limits}", soft_wrap=True)
+    jobs = running_jobs(exp)
+    if not jobs:
+        console.print("running: nothing", soft_wrap=True)
+    for job in jobs:
+        flight = f"; in flight: {', '.join(job['in_flight'])}" if job["in_flight"] else ""
+        console.print(f"running: {job['job_dir']} (pid {job['pid']}), {job['done']}/{job['total'] or '?'} cells "
+                      f"done{flight}", soft_wrap=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("init")(init_cmd)
+    app.command("freeze")(freeze_cmd)
+    app.command("status")(status_cmd)
