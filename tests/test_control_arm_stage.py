@@ -45,7 +45,7 @@ def grid(passed: dict[str, list[bool]], **kw) -> dict[tuple[str, int], TrialResu
     return {(t, k + 1): result(t, k + 1, p, **kw) for t, outs in passed.items() for k, p in enumerate(outs)}
 
 
-class FakeController(ControlArmStage):
+class FakeController:
     """What the stage uses of the controller: its grids come from ``arm_world``, nothing runs."""
 
     def __init__(self, root: Path, adoption: dict, arm_world):
@@ -61,6 +61,7 @@ class FakeController(ControlArmStage):
         (self.harness / "midharness" / "verifiers.py").write_text("")
         (self.harness / "settings.toml").write_text('[midharness]\nn = 1\nverifier = "pairwise"\n')
         self.arm_world, self.ran, self.events = arm_world, [], []
+        self.arm = ControlArmStage(self)
 
     def dev_tasks(self) -> list[str]:
         return list(TASKS)
@@ -96,7 +97,7 @@ def _run(ctl, d):
 
     plan = ctl.plan("evaluation", ctl.harness, TASKS, 2, ctl.exp.root / "eval")
     cand = outcome_of(plan, CANDIDATE)
-    return asyncio.run(ctl.control_arm(1, "v0", cand, d))
+    return asyncio.run(ctl.arm.control_arm(1, "v0", cand, d))
 
 
 def _decision():

@@ -30,12 +30,12 @@ def test_winner_is_chosen_on_complete_grids(tmp_path):
         c.status, c.version = "adopted", "v1"
 
     ctl.plan = lambda *args, **kw: args
-    ctl.grid, ctl.adopt = grid, adopt
+    ctl.grid, ctl.publication.adopt = grid, adopt
     ctl.reject = lambda commit, c, why, decision: setattr(c, "status", "rejected") or setattr(c, "reason", why)
     lucky = CandidateReport("lucky", "lucky", "adopt?", "better", decision={"pass_at_1": 0.9})
     steady = CandidateReport("steady", "steady", "adopt?", "better", decision={"pass_at_1": 0.8})
     report = RoundReport(1, "v0", [lucky, steady])
-    asyncio.run(ctl.publish(1, "v0", report))
+    asyncio.run(ctl.publication.publish(1, "v0", report))
     assert sorted(ran) == ["lucky", "steady"] and adopted == ["steady"] and report.adopted == "v1"
     assert lucky.status == "rejected" and "0.8 on its complete grid against 0.5" in lucky.reason
 
@@ -50,10 +50,10 @@ def test_incomplete_grid_blocks_the_choice(tmp_path):
         raise AssertionError("nothing may be adopted while a contender's grid is incomplete")
 
     ctl.plan = lambda *args, **kw: args
-    ctl.grid, ctl.adopt = grid, adopt
+    ctl.grid, ctl.publication.adopt = grid, adopt
     report = RoundReport(1, "v0", [CandidateReport("a", "a", "adopt?", decision={"pass_at_1": 0.9}),
                                    CandidateReport("b", "b", "adopt?", decision={"pass_at_1": 0.8})])
-    asyncio.run(ctl.publish(1, "v0", report))
+    asyncio.run(ctl.publication.publish(1, "v0", report))
     assert report.blocked and report.adopted is None and "could not be completed" in report.candidates[0].reason
 
 

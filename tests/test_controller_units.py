@@ -82,7 +82,7 @@ def test_create_is_idempotent_across_kills_and_takes_branches(tmp_path):
 
     exp = make_experiment(tmp_path / "runs", "http://127.0.0.1:9/v1")
     ctl = Controller(exp)
-    commit, wt = ctl.create(1, "v0", CandidateInput("verify", str(GOOD)))
+    commit, wt = ctl.creation.create(1, "v0", CandidateInput("verify", str(GOOD)))
     repo = git.Repo(wt)
     assert repo.head.commit.hexsha == commit and not repo.is_dirty(untracked_files=True)
     assert "verify_before_complete = true" in (wt / "settings.toml").read_text()
@@ -91,18 +91,18 @@ def test_create_is_idempotent_across_kills_and_takes_branches(tmp_path):
 
     # a kill after the commit but before the event: the next run finds its own commit, commits nothing new
     (exp.root / "ledger.jsonl").write_text("")
-    again, _ = Controller(exp).create(1, "v0", CandidateInput("verify", str(GOOD)))
+    again, _ = Controller(exp).creation.create(1, "v0", CandidateInput("verify", str(GOOD)))
     assert again == commit and len(list(repo.iter_commits())) == 2
     # a kill halfway through applying: the worktree is reset to the incumbent and the patch applied afresh
     (exp.root / "ledger.jsonl").write_text("")
     repo.git.reset("--hard", exp.commit_of("v0"))
     (wt / "completion.py").write_text("half")
-    third, _ = Controller(exp).create(1, "v0", CandidateInput("verify", str(GOOD)))
+    third, _ = Controller(exp).creation.create(1, "v0", CandidateInput("verify", str(GOOD)))
     assert git.Repo(wt).head.commit.tree.hexsha == exp.repo.commit(commit).tree.hexsha
 
     # a branch of the harness repo as the source
     exp.repo.git.branch("mine", third)
-    c4, _ = Controller(exp).create(1, "v0", CandidateInput("other", "mine"))
+    c4, _ = Controller(exp).creation.create(1, "v0", CandidateInput("other", "mine"))
     assert c4 == third and "cand/r01-other" in [h.name for h in exp.repo.heads]
 
 
@@ -122,7 +122,7 @@ def test_branch_candidate_must_descend_from_the_incumbent(tmp_path):
     with pytest.raises(ControllerError, match="neither a patch file nor a branch"):
         run_round(exp, 1, [("typo", "no-such-branch")])
     repo.git.branch("fresh", "v1")
-    commit, _ = Controller(exp).create(1, "v1", CandidateInput("fresh", "fresh"))
+    commit, _ = Controller(exp).creation.create(1, "v1", CandidateInput("fresh", "fresh"))
     assert commit == exp.commit_of("v1")
 
 

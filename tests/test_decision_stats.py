@@ -60,8 +60,8 @@ def _controller(tmp_path, candidates: dict[str, dict]) -> Controller:
     ctl = Controller(make_experiment(tmp_path / "runs", "http://127.0.0.1:9/v1", r=4))
     ctl.cfg.adoption.policy = "stratified"
     ctl._dev = TASKS
-    ctl.create = lambda n, inc, cand: (cand.slug, tmp_path)
-    ctl.branch_base = lambda inc, cand: None
+    ctl.creation.create = lambda n, inc, cand: (cand.slug, tmp_path)
+    ctl.creation.branch_base = lambda inc, cand: None
 
     async def checks(inc, commit, wt):
         return commit, wt
@@ -72,7 +72,7 @@ def _controller(tmp_path, candidates: dict[str, dict]) -> Controller:
     async def evaluate(n, slug, commit, wt, baseline):
         return SimpleNamespace(grid=candidates[slug], metrics=SimpleNamespace(pass_at_1=0.0))
 
-    ctl.run_checks, ctl.run_screening, ctl.evaluate = checks, screening, evaluate
+    ctl.checking.run_checks, ctl.checking.run_screening, ctl.evaluate = checks, screening, evaluate
     return ctl
 
 
@@ -87,7 +87,7 @@ def test_each_candidate_of_a_round_is_decided_at_the_family_level(tmp_path, monk
     async def publish(*args):
         return None
 
-    ctl.ensure_reference, ctl.publish = reference, publish
+    ctl.ensure_reference, ctl.publication.publish = reference, publish
     monkeypatch.setattr("evolve.round.controller.grid_of_job", lambda path: (BASE, None))
     report = asyncio.run(ctl.round(1, [CandidateInput("lucky", "cand/lucky"), CandidateInput("strong", "cand/strong")]))
     by = {c.slug: c for c in report.candidates}

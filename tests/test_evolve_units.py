@@ -43,9 +43,9 @@ def test_repairs_are_booked_units_at_most_max_repairs_per_candidate(tmp_path):
         return True
 
     ctl = Controller(exp, checks=Checks(smoke, contracts), repair=repair, max_repairs=2)
-    commit, wt = ctl.create(1, "v0", CandidateInput("verify", str(GOOD), Proposal()))
+    commit, wt = ctl.creation.create(1, "v0", CandidateInput("verify", str(GOOD), Proposal()))
     with pytest.raises(Stop) as stop:
-        asyncio.run(ctl.run_checks("v0", commit, wt))
+        asyncio.run(ctl.checking.run_checks("v0", commit, wt))
     assert stop.value.status == "rejected" and "contracts failed" in stop.value.reason
     assert len(calls) == 2 and "smoke check" in calls[0][0] and calls[1] == ["case x failed"]
     reps = exp.ledger.find("repair")
@@ -81,9 +81,9 @@ def test_a_saved_repair_result_is_booked_on_resume_without_calling_again(tmp_pat
         raise Killed
 
     ctl = Controller(exp, checks=Checks(smoke, contracts), repair=killed)
-    commit, wt = ctl.create(1, "v0", CandidateInput("verify", str(GOOD), Proposal()))
+    commit, wt = ctl.creation.create(1, "v0", CandidateInput("verify", str(GOOD), Proposal()))
     with pytest.raises(Killed):
-        asyncio.run(ctl.run_checks("v0", commit, wt))
+        asyncio.run(ctl.checking.run_checks("v0", commit, wt))
     assert not exp.ledger.find("check_result", key=f"{commit}:smoke")[0].passed
     # what a kill right after a call's return leaves: the call's edits in the worktree and its saved result
     (wt / "FIXED.md").write_text("fixed\n")
@@ -91,7 +91,7 @@ def test_a_saved_repair_result_is_booked_on_resume_without_calling_again(tmp_pat
     saved.parent.mkdir(parents=True, exist_ok=True)
     saved.write_text('{"changed": true, "role_call": {"role": "implementer", "transcript": "implementer-a.jsonl"}}')
     ctl.repair = repair
-    new, _ = asyncio.run(ctl.run_checks("v0", commit, wt))
+    new, _ = asyncio.run(ctl.checking.run_checks("v0", commit, wt))
     assert calls == [] and new != commit
     (rep,) = exp.ledger.find("repair")
     assert rep.repaired_to == new and rep.role_call["transcript"] == "implementer-a.jsonl"

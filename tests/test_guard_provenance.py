@@ -77,7 +77,7 @@ def test_the_first_implementation_hardcoding_the_answer_is_rejected_before_it_ru
 
     ctl = Controller(exp, checks=Checks(smoke, pass_contracts))
     with pytest.raises(Stop):
-        asyncio.run(ctl.run_checks("v0", commit, wt))
+        asyncio.run(ctl.checking.run_checks("v0", commit, wt))
     (rej,) = exp.ledger.find("rejection")
     assert rej.commit == commit and rej.reason.startswith("overfitting guard")
     assert rej.decision["stage"] == "guard" and rej.decision["quotes"][0]["file"] == "solution/solve.sh"
@@ -100,7 +100,7 @@ def test_a_repair_commit_hardcoding_the_answer_is_rejected(tmp_path, guard):
 
     ctl = Controller(exp, checks=Checks(smoke, pass_contracts), repair=repair)
     with pytest.raises(Stop):
-        asyncio.run(ctl.run_checks("v0", first, wt))
+        asyncio.run(ctl.checking.run_checks("v0", first, wt))
     led = exp.ledger
     (rep,) = led.find("repair", key=f"{first}:repair")  # the repair unit (evolve.round.checks.repair_unit)
     repaired = rep.repaired_to

@@ -79,33 +79,36 @@ def boundaries_added(candidate: Path, incumbent: Path) -> list[str]:
 
 
 class CandidateCreation:
-    """The creation stage of :class:`evolve.round.controller.Controller` (a mixin: it uses the controller's ``exp``,
+    """The creation stage of :class:`evolve.round.controller.Controller` (a collaborator: it uses the controller's ``exp``,
     ``led`` and ``version_dir``)."""
+
+    def __init__(self, ctl: Any):
+        self.ctl = ctl  # the round's controller: the experiment, the ledger, grids and the other stages
 
     def create(self, round_no: int, incumbent: str, cand: CandidateInput) -> tuple[str, Path]:
         """Make (or find again, after a kill) the candidate's commit and worktree; returns both."""
         key = f"r{round_no:02d}:{cand.slug}:created"
-        found = self.led.find("candidate_created", key=key)
+        found = self.ctl.led.find("candidate_created", key=key)
         branch = f"cand/r{round_no:02d}-{cand.slug}"
         if found:
-            wt = self.exp.root / "worktrees" / f"r{round_no:02d}-{cand.slug}" / "harness"
+            wt = self.ctl.exp.root / "worktrees" / f"r{round_no:02d}-{cand.slug}" / "harness"
             if not wt.exists():
-                self.exp.create_candidate(round_no, cand.slug)
+                self.ctl.exp.create_candidate(round_no, cand.slug)
             return self.current_commit(found[0].commit), wt
         source = Path(cand.source)
         is_patch = source.is_file()
-        base = self.exp.commit_of(incumbent) if is_patch else self.branch_base(incumbent, cand)
-        branch, wt = self.exp.create_candidate(round_no, cand.slug, base=base)
-        repo = self.exp.worktree_repo(wt)
+        base = self.ctl.exp.commit_of(incumbent) if is_patch else self.branch_base(incumbent, cand)
+        branch, wt = self.ctl.exp.create_candidate(round_no, cand.slug, base=base)
+        repo = self.ctl.exp.worktree_repo(wt)
         head = repo.head.commit
         ours = head.hexsha != base and head.message.startswith(COMMIT_MARK)
         if is_patch and not ours:
             if head.hexsha != base or repo.is_dirty(untracked_files=True):  # a half-made candidate of a kill
-                reset_worktree(self.exp, wt, base)
+                reset_worktree(self.ctl.exp, wt, base)
             repo.git.apply(f"-p{patch_strip(source)}", "--whitespace=nowarn", str(source.resolve()))
-        enabled = self.enable_switches(wt, self.version_dir(incumbent))
-        commit = self.exp.commit_worktree(wt, f"{COMMIT_MARK} {cand.slug} (round {round_no}) from {source.name}")
-        self.led.append(CandidateCreated(key=key, round=round_no, branch=branch, commit=commit, proposal={
+        enabled = self.enable_switches(wt, self.ctl.version_dir(incumbent))
+        commit = self.ctl.exp.commit_worktree(wt, f"{COMMIT_MARK} {cand.slug} (round {round_no}) from {source.name}")
+        self.ctl.led.append(CandidateCreated(key=key, round=round_no, branch=branch, commit=commit, proposal={
             "source": str(source.resolve()) if is_patch else cand.source, "enabled": enabled,
             "proposal": cand.proposal.model_dump(mode="json"),
             # the group an evolve proposal targets, where analysis ranking looks for groups tried and rejected
@@ -117,12 +120,12 @@ class CandidateCreation:
         """The commit of a branch (or commit) candidate, refused unless it descends from the incumbent: a branch
         cut from an older version would, once adopted, silently drop every version adopted since."""
         try:
-            commit = self.exp.commit_of(cand.source)
+            commit = self.ctl.exp.commit_of(cand.source)
         except (git.BadName, ValueError):
             raise ControllerError(f"candidate {cand.slug}: {cand.source!r} is neither a patch file nor a branch or "
-                                  f"commit of {self.exp.harness_dir}") from None
-        head = self.exp.commit_of(incumbent)
-        if not self.exp.repo.is_ancestor(head, commit):
+                                  f"commit of {self.ctl.exp.harness_dir}") from None
+        head = self.ctl.exp.commit_of(incumbent)
+        if not self.ctl.exp.repo.is_ancestor(head, commit):
             raise ControllerError(f"candidate {cand.slug}: {cand.source} ({commit[:12]}) does not descend from the "
                                   f"incumbent {incumbent} ({head[:12]}); adopting it would drop what {incumbent} "
                                   f"holds. Rebase it onto {incumbent} or submit it as a patch")
@@ -132,7 +135,7 @@ class CandidateCreation:
         """Refuse a patch that does not apply to the incumbent (``git apply --check``), naming the hunks."""
         source = Path(cand.source)
         try:
-            self.exp.worktree_repo(self.version_dir(incumbent)).git.apply("--check", f"-p{patch_strip(source)}",
+            self.ctl.exp.worktree_repo(self.ctl.version_dir(incumbent)).git.apply("--check", f"-p{patch_strip(source)}",
                                                             str(source.resolve()))
         except git.GitCommandError as exc:
             raise ControllerError(f"candidate {cand.slug}: {source} does not apply to the incumbent {incumbent}: "
@@ -152,7 +155,7 @@ class CandidateCreation:
     def current_commit(self, commit: str) -> str:
         """Follow repairs: the commit the candidate created at ``commit`` has now (``C:repair`` events, or the
         ``repaired_to`` of a check in ledgers written before repairs were units of their own)."""
-        moved = {e.commit: nxt for e in self.led.events if (nxt := repaired_to(e))}
+        moved = {e.commit: nxt for e in self.ctl.led.events if (nxt := repaired_to(e))}
         seen = {commit}
         while (nxt := moved.get(commit)) and nxt not in seen:
             commit = nxt

@@ -61,17 +61,20 @@ def midharness_settings(harness: Path) -> dict[str, Any]:
 
 
 class ControlArmStage:
-    """The arm stage of :class:`evolve.round.controller.Controller` (a mixin: it uses ``exp``, ``cfg``, ``led``,
+    """The arm stage of :class:`evolve.round.controller.Controller` (a collaborator: it uses the controller's ``exp``, ``cfg``, ``led``,
     ``baseline_dir``, ``dev_tasks``, ``version_dir``, ``plan``, ``grid`` and ``_evaluation_event``)."""
+
+    def __init__(self, ctl: Any):
+        self.ctl = ctl  # the round's controller: the experiment, the ledger, grids and the other stages
 
     async def control_arm(self, round_no: int, incumbent: str, cand: GridOutcome,
                           d: Decision) -> tuple[Decision, dict[str, Any]]:
         """Match, run (or read back) the arm, compare; the decision (changed only when beating the arm is
         required) and the record that goes into the candidate's decision as ``control_arm``."""
-        ad = self.cfg.adoption
-        harness = self.version_dir(incumbent)
+        ad = self.ctl.cfg.adoption
+        harness = self.ctl.version_dir(incumbent)
         own = midharness_settings(harness)
-        _, base_results, _ = load_job(self.baseline_dir)
+        _, base_results, _ = load_job(self.ctl.baseline_dir)
         try:
             model = TokenModel.calibrate(base_results, own["n"], own["verifier"], own["pivots"])
             incumbent_tokens = tokens_per_trial(base_results)
@@ -117,7 +120,7 @@ class ControlArmStage:
             if ad.require_beat_control_arm:
                 return replace(d, adopt=False, decided=False, reason=record["reason"]), record
             return d, record
-        dev, r = self.dev_tasks(), self.cfg.r
+        dev, r = self.ctl.dev_tasks(), self.ctl.cfg.r
         d2 = decide(cand.grid, arm.grid, dev, r, ad.policy, ad.alpha, curtail=ad.sequential)
         record.update(status="compared", beats=d2.adopt, reason=d2.reason, pass_at_1=arm.metrics.pass_at_1,
                       p_value=d2.p_value, comparison=compare(arm.grid, cand.grid, r).counts,
@@ -136,24 +139,24 @@ class ControlArmStage:
         """The arm's grid at ``choice`` (run, resumed or read back) and where it lies, relative to the experiment.
         At the incumbent's own setting the arm is the baseline grid itself."""
         if choice.n == own["n"] and (choice.n == 1 or choice.verifier == own["verifier"]):
-            _, results, _ = load_job(self.baseline_dir)
-            plan = self.plan("control_arm", harness, self.dev_tasks(), self.cfg.r, self.baseline_dir)
+            _, results, _ = load_job(self.ctl.baseline_dir)
+            plan = self.ctl.plan("control_arm", harness, self.ctl.dev_tasks(), self.ctl.cfg.r, self.ctl.baseline_dir)
             out = outcome_of(plan, _by_cell(results))
-            return out, str(self.baseline_dir.relative_to(self.exp.root))
-        commit = self.exp.commit_of(incumbent)
+            return out, str(self.ctl.baseline_dir.relative_to(self.ctl.exp.root))
+        commit = self.ctl.exp.commit_of(incumbent)
         prefix = f"{commit}:control_arm:r{round_no:02d}:{choice.label}"
-        job = self.exp.root / "rounds" / f"r{round_no:02d}" / "control-arm" / choice.label
-        plan = self.plan("control_arm", harness, self.dev_tasks(), self.cfg.r, job)
+        job = self.ctl.exp.root / "rounds" / f"r{round_no:02d}" / "control-arm" / choice.label
+        plan = self.ctl.plan("control_arm", harness, self.ctl.dev_tasks(), self.ctl.cfg.r, job)
         plan.settings = {"midharness": {"n": choice.n, "verifier": choice.verifier}}
-        if self.led.done(prefix):  # finished before: read it back, run nothing
+        if self.ctl.led.done(prefix):  # finished before: read it back, run nothing
             _, results, _ = load_job(job)
             out = outcome_of(plan, _by_cell(results))
         else:
-            out = await self.grid(plan, commit, prefix)
+            out = await self.ctl.grid(plan, commit, prefix)
             if out.complete:
-                self._evaluation_event(prefix, commit, out, "control_arm", n=choice.n, verifier=choice.verifier,
+                self.ctl._evaluation_event(prefix, commit, out, "control_arm", n=choice.n, verifier=choice.verifier,
                                        tokens_per_trial=round(tokens_per_trial(out.results.values()), 1))
-        return out, str(job.relative_to(self.exp.root))
+        return out, str(job.relative_to(self.ctl.exp.root))
 
 
 def _by_cell(results: list[TrialResult]) -> dict[tuple[str, int], TrialResult]:

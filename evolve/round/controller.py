@@ -90,8 +90,10 @@ __all__ = ["COMMIT_MARK", "CandidateInput", "CandidateReport", "Checks", "Contro
            "LedgerBook", "Proposal", "RoundReport", "patch_strip", "run_reference", "run_round", "set_toml_value"]
 
 
-class Controller(CandidateCreation, CheckStages, ControlArmStage, PublicationStage):
-    """One experiment's round machinery; its stages live in the mixins and the methods below."""
+class Controller:
+    """One experiment's round machinery: the grids, folders and decisions below, and the stages it calls in order,
+    each a collaborator of its own (``creation``, ``checking``, ``arm``, ``publication``) that reaches back to the
+    controller for the experiment, the ledger and its grids."""
 
     def __init__(self, exp: Experiment, *, checks: Checks | None = None, repair: Any = None, max_repairs: int = 2,
                  env_factory: EnvFactory | None = None, progress: bool = False, infra_retries: int = 1,
@@ -104,6 +106,10 @@ class Controller(CandidateCreation, CheckStages, ControlArmStage, PublicationSta
         self._dev: list[str] | None = None
         self.baseline_dir: Path | None = None  # the incumbent's grid this round is decided against
         self.family_size = 1  # candidates that entered the round: each is tested at the family's level
+        self.creation = CandidateCreation(self)  # stage 1: the candidate's commit and worktree
+        self.checking = CheckStages(self)  # stages 2 and 3: checks (guard, smoke, contracts, repairs), screening
+        self.arm = ControlArmStage(self)  # the compute-matched control arm of a decision
+        self.publication = PublicationStage(self)  # stage 5: choose among contenders, complete, adopt
 
     # -- tasks and folders ---------------------------------------------------------------------------------
     @property
@@ -215,9 +221,9 @@ class Controller(CandidateCreation, CheckStages, ControlArmStage, PublicationSta
         for cand in candidates:  # refuse a patch or branch that does not fit the incumbent before any work
             if not self.led.done(f"{rkey}:{cand.slug}:created"):
                 if Path(cand.source).is_file():
-                    self.check_patch(incumbent, cand)
+                    self.creation.check_patch(incumbent, cand)
                 else:
-                    self.branch_base(incumbent, cand)
+                    self.creation.branch_base(incumbent, cand)
         baseline_dir = await self.ensure_reference(incumbent) if self.cfg.adoption.baseline == "reference" else None
         if not started:
             self.led.append(RoundStart(key=f"{rkey}:start", round=round_no, incumbent=incumbent))
@@ -241,7 +247,7 @@ class Controller(CandidateCreation, CheckStages, ControlArmStage, PublicationSta
                 rep.status, rep.reason = stop.status, stop.reason
         report = RoundReport(round_no, incumbent, reports)
         if not report.blocked:
-            await self.publish(round_no, incumbent, report)
+            await self.publication.publish(round_no, incumbent, report)
         return report
 
     async def control(self, round_no: int, incumbent: str) -> Path:
@@ -259,7 +265,7 @@ class Controller(CandidateCreation, CheckStages, ControlArmStage, PublicationSta
 
     async def candidate(self, round_no: int, incumbent: str, cand: CandidateInput, baseline: dict,
                         rep: CandidateReport) -> None:
-        commit, wt = self.create(round_no, incumbent, cand)
+        commit, wt = self.creation.create(round_no, incumbent, cand)
         rep.commit = commit
         final = self.led.find("rejection", key=f"{commit}:decision") + self.led.find("adoption",
                                                                                        key=f"{commit}:adoption")
@@ -269,15 +275,15 @@ class Controller(CandidateCreation, CheckStages, ControlArmStage, PublicationSta
             rep.reason, rep.decision = e.decision.get("reason", getattr(e, "reason", "")), e.decision
             rep.regressions, rep.version = e.decision.get("regressions", []), getattr(e, "version", None)
             return
-        commit, wt = await self.run_checks(incumbent, commit, wt)
+        commit, wt = await self.checking.run_checks(incumbent, commit, wt)
         rep.commit = commit
-        await self.run_screening(round_no, cand, commit, wt, incumbent, baseline)
+        await self.checking.run_screening(round_no, cand, commit, wt, incumbent, baseline)
         out = await self.evaluate(round_no, cand.slug, commit, wt, baseline)
         d = decide(out.grid, baseline, self.dev_tasks(), self.cfg.r, self.cfg.adoption.policy,
                    curtail=self.cfg.adoption.sequential, family=self.family(round_no), power_gain=self.cfg.adoption.gain)
         arm = None
         if d.decided and self.cfg.adoption.control == "midharness":  # the compute-matched control arm
-            d, arm = await self.control_arm(round_no, incumbent, out, d)
+            d, arm = await self.arm.control_arm(round_no, incumbent, out, d)
         info = {**asdict(d), "pass_at_1": out.metrics.pass_at_1, "slug": cand.slug,
                 "tier": getattr(cand.proposal, "tier", None) or "code",
                 "comparison": compare(baseline, out.grid, self.cfg.r).counts, **({"control_arm": arm} if arm else {})}
