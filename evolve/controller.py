@@ -49,7 +49,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from trials.agents import harness_agent
+from monitor.agents import harness_agent
 from trials.job import load_job
 from trials.metrics import compare
 from trials.runner import EnvFactory

@@ -75,7 +75,7 @@ def test_edited_frozen_cache_is_refused_at_run_time(tmp_path, seed, monkeypatch)
     from typer.testing import CliRunner
 
     from evolve.cli import app
-    from trials.agents import resolve_agent
+    from monitor.agents import resolve_agent
 
     monkeypatch.setenv("RISE_CACHE_DIR", str(tmp_path / "cache"))
     exp = init_experiment("exp", _config(), runs_dir=tmp_path / "runs", seed_dir=seed)
