@@ -61,8 +61,8 @@ def _stamp(text: str) -> float:
 
 async def trial_phases(env_kind: str, wait: float = 1.0) -> dict[str, float]:
     """One scripted trial through the runner; its phases in seconds (see the module docstring)."""
+    from monitor.agents import resolve_agent
     from trials import runner
-    from trials.agents import resolve_agent
     from trials.endpoints.scripted import ScriptedServer
     from trials.endpoints.spec import EndpointSpec
     from trials.tasks.load import load_task

@@ -1,6 +1,6 @@
 """Mid-Harness step wall time, as a ratio to one model call, per verifier and concurrency bound.
 
-Runs the seed harness's real actor (``harness_seed.midharness.build_actor``, the harness's own ``ModelCaller``
+Runs the seed harness's real actor (``harness_seed.midharness.actor.build_actor``, the harness's own ``ModelCaller``
 and JSON parser, the real ``ModelClient`` over real HTTP) against the package's scripted OpenAI-compatible
 server, which answers every request after a fixed ``--delay`` and serves requests concurrently: a stand-in for
 an endpoint whose latency does not grow with load, so the figures show how each mechanism's calls overlap under
@@ -24,7 +24,7 @@ import time
 
 from _support import quick_flag, terminus_reply
 
-from harness_seed.midharness import build_actor
+from harness_seed.midharness.actor import build_actor
 from harness_seed.model_call import ModelCaller
 from harness_seed.parsing import parse_response
 from harness_seed.settings import load_settings

@@ -7,7 +7,7 @@ and the field (``stages[2].behaviours[0] (parse.json).functions[1]``).
 References are relative to the harness package so the same Handbook holds for the seed (``harness_seed``) and
 for its copy in an experiment (``harness``):
 
-- a function is ``module:qualname`` (``loop:Agent.step``, ``midharness:build_actor``,
+- a function is ``module:qualname`` (``loop:Agent.step``, ``midharness.actor:build_actor``,
   ``midharness.tournament:ring_duels``);
 - a setting is a dotted key of the package's ``settings.toml`` (``terminus.max_episodes``), or ``section.*``
   for every key under a table;

@@ -56,7 +56,7 @@ class Agent:
         self._subcall_mark = 0
 
     def _build_actor(self, verifier_client: Any) -> Any:
-        from .midharness import build_actor  # H6's package; imported late so the loop loads without it
+        from .midharness.actor import build_actor  # H6's package; imported late so the loop loads without it
 
         return build_actor(dict(self.s.midharness), self.caller, verifier_client, self.instruction,
                            self.parse, self.cost)

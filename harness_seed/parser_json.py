@@ -15,7 +15,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from .parsing import Command, ParseResult
+from .parse_result import Command, ParseResult
 
 REQUIRED_FIELDS = ("analysis", "plan", "commands")
 COMMAND_FIELDS = {"keystrokes", "duration"}

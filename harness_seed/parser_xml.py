@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 
-from .parsing import Command, ParseResult
+from .parse_result import Command, ParseResult
 
 SECTIONS = ("analysis", "plan", "commands")  # required, in this order; task_complete is optional
 KNOWN_TAGS = (*SECTIONS, "task_complete")

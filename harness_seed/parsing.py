@@ -1,40 +1,16 @@
-"""What a model reply means: the parse result shared by both response formats, and the dispatcher.
+"""What a model reply means: the dispatcher to the parser of the configured response format.
 
 The two parsers (``parser_json``, ``parser_xml``) never raise on bad model output: they return a
-:class:`ParseResult` whose ``error`` says what the model must fix (nothing runs then) and whose ``warnings``
-say what was tolerated (the next observation starts with them).
+:class:`ParseResult` (parse_result.py, re-exported here) whose ``error`` says what the model must fix (nothing
+runs then) and whose ``warnings`` say what was tolerated (the next observation starts with them).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Literal
+from . import parser_json, parser_xml
+from .parse_result import Command, Format, ParseResult
 
-Format = Literal["json", "xml"]
-
-
-@dataclass
-class Command:
-    """Keystrokes for the tmux pane and how many seconds to wait after sending them."""
-
-    keystrokes: str
-    duration: float = 1.0
-
-
-@dataclass
-class ParseResult:
-    """One reply, parsed. ``error`` set means: run nothing and ask the model to fix the reply."""
-
-    commands: list[Command] = field(default_factory=list)
-    task_complete: bool = False
-    analysis: str = ""
-    plan: str = ""
-    error: str | None = None
-    warnings: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
+__all__ = ["Command", "Format", "ParseResult", "parse_response", "salvage_truncated"]
 
 
 def parse_response(text: str, fmt: Format = "json") -> ParseResult:
@@ -53,6 +29,3 @@ def salvage_truncated(text: str, fmt: Format = "json") -> tuple[str | None, bool
         return parser_xml.salvage_truncated(text)
     return None, False
 
-
-# The parsers build the dataclasses above, so they are imported after them.
-from . import parser_json, parser_xml

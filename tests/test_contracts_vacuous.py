@@ -109,9 +109,9 @@ def test_positive_case_needs_a_difference_between_on_and_off(tmp_path, monkeypat
 def test_screening_counts_only_the_mechanisms_own_boundary(tmp_path):
     """Real monitor.host runs of the fixture harness in the fake sandbox: its step boundary is hit by the
     incumbent too, so it is no evidence; the boundary only the candidate's mode reaches is."""
+    from monitor.agents import harness_agent
     from tests.test_monitor_host import FIXTURE
     from tests.test_runner_fake_env import DirEnv
-    from trials.agents import harness_agent
     from validate.evaluate import GridPlan, MemoryBook, run_grid, screen
 
     def plan(job: str, mode: str) -> GridPlan:

@@ -14,7 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 README_MAX_LINES = 150
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
-FENCE = re.compile(r"^(```|~~~).*?^\1", re.S | re.M)
+FENCE = re.compile(r"^(```|~~~).*?^\1", re.DOTALL | re.MULTILINE)
 CODE_SPAN = re.compile(r"`[^`\n]*`")
 
 
@@ -29,7 +29,7 @@ def prose(text: str) -> str:
 
 def anchors(markdown: str) -> set[str]:
     """The anchors of a markdown file's headings (fenced blocks left out: a `#` there is a comment)."""
-    return {slug(m.group(1)) for m in re.finditer(r"^#{1,6}\s+(.*?)\s*#*\s*$", FENCE.sub("", markdown), re.M)}
+    return {slug(m.group(1)) for m in re.finditer(r"^#{1,6}\s+(.*?)\s*#*\s*$", FENCE.sub("", markdown), re.MULTILINE)}
 
 
 def slug(heading: str) -> str:
@@ -40,7 +40,7 @@ def slug(heading: str) -> str:
 
 def relative_links(path: Path) -> list[str]:
     return [target for target in LINK.findall(prose(path.read_text()))
-            if not re.match(r"[a-z][a-z0-9+.-]*:", target, re.I)]
+            if not re.match(r"[a-z][a-z0-9+.-]*:", target, re.IGNORECASE)]
 
 
 def test_readme_is_a_five_minute_read():

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
+from monitor.agents import resolve_agent
 from tests.fakes.openai_server import ScriptedServer
 from tests.test_seed_support import reply
-from trials.agents import resolve_agent
 from trials.endpoints.pool import EndpointPool
 from trials.endpoints.spec import EndpointSpec
 from trials.environments.local import bwrap_available

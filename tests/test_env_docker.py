@@ -80,8 +80,8 @@ async def test_upload_download_tmux_timeout(container, tmp_path):
 
 
 async def test_cached_image_is_reused_and_attach_works(container, tmp_path):
-    from trials.environments.base import attach
     from trials.environments.docker import DockerEnvironment
+    from trials.environments.factory import attach
 
     again = DockerEnvironment(load_task(HELLO), tmp_path / "trial2", job_id="test-env-docker")
     await again.start()

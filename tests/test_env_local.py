@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from trials.environments.base import attach
-from trials.environments.factory import make_environment
+from trials.environments.factory import attach, make_environment
 from trials.environments.local import LocalEnvironment, bwrap_available, reap_leftovers
 from trials.errors import EnvironmentBuildError, SandboxError, UnsupportedTaskError
 from trials.tasks.load import load_task
@@ -201,7 +200,7 @@ async def test_attach_from_another_process_and_keeper_outlives_it(sandbox):
     """A harness runs in another process: it attaches, starts tmux, exits; the sandbox is still there."""
     script = textwrap.dedent("""
         import asyncio, json, sys
-        from trials.environments.base import attach
+        from trials.environments.factory import attach
         async def main():
             env = attach(json.loads(sys.argv[1]))
             r = await env.exec("echo from-harness > /app/h.txt; tmux new-session -d -s h")

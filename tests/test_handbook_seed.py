@@ -139,8 +139,8 @@ class _Script:
 
 
 def _run(tmp_path: Path, script: _Script, settings: dict) -> Path:
+    from monitor.agents import resolve_agent
     from tests.fakes.openai_server import ScriptedServer
-    from trials.agents import resolve_agent
     from trials.endpoints.spec import EndpointSpec
     from trials.runner import run_trial
     from trials.tasks.load import load_task

@@ -20,7 +20,7 @@ def _run_blocked(blocked: str, code: str) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize(("blocked", "code"), [
     ("rise.commands.inspect", "import rise.cli"),  # the CLI's command registry
     ("validate.contracts", "import evolve.round.controller"),  # the controller's switches and screening spans
-    ("monitor.host", ("from pathlib import Path\nfrom trials.agents import harness_agent\n"
+    ("monitor.host", ("from pathlib import Path\nfrom monitor.agents import harness_agent\n"
                       "harness_agent(Path('harness_seed'))")),  # the agents module: a run without recording
 ])
 def test_a_missing_module_is_an_error(blocked, code):
@@ -30,6 +30,6 @@ def test_a_missing_module_is_an_error(blocked, code):
 
 def test_the_same_code_runs_when_nothing_is_blocked():
     proc = _run_blocked("no.such.module", "import rise.cli, evolve.round.controller\nfrom pathlib import Path\n"
-                        "from trials.agents import harness_agent\n"
+                        "from monitor.agents import harness_agent\n"
                         "assert harness_agent(Path('harness_seed')).argv[2] == 'monitor.host'")
     assert proc.returncode == 0, proc.stderr

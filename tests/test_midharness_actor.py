@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 
-from harness_seed.midharness import build_actor
-from harness_seed.midharness.actor import MidHarnessActor, PassthroughActor
+from harness_seed.midharness.actor import MidHarnessActor, PassthroughActor, build_actor
 from harness_seed.midharness.tournament import pivot_pairs, ring
 from tests.fakes.openai_server import ScriptedError, ScriptedServer
 from trials.endpoints.client import ModelClient

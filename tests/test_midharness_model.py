@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness_seed.midharness import build_actor
+from harness_seed.midharness.actor import build_actor
 from tests.fakes.bundled import bundled_server
 from tests.fakes.openai_server import ScriptedServer
 from tests.test_midharness_actor import HISTORY, INSTRUCTION, Caller, action, client_for, is_verifier, parse

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from monitor.agents import harness_agent
 from monitor.store import TrialTrace
 from tests.test_monitor_host import FIXTURE, host, write_spec
 from tests.test_runner_fake_env import DirEnv, make_task
-from trials.agents import harness_agent
 from trials.results import MONITOR_STATS_FILE, TrialResult
 from trials.runner import run_trial
 

@@ -62,7 +62,7 @@ class Model:
 
 
 def run_seed_trial(tmp_path: Path, monkeypatch, model: Model, settings: dict, *, timeout: float | None = None):
-    from trials.agents import resolve_agent
+    from monitor.agents import resolve_agent
     from trials.runner import run_trial
     from trials.tasks.load import load_task
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from trials.agents import resolve_agent, tree_hash
+from monitor.agents import resolve_agent
+from trials.agents import tree_hash
 
 
 def _pkg(root: Path, name: str = "myharness") -> Path:

@@ -33,7 +33,7 @@ def endpoint():
 
 
 async def test_real_model_trial_end_to_end(tmp_path, endpoint):
-    from trials.agents import resolve_agent
+    from monitor.agents import resolve_agent
     from trials.runner import run_trial
 
     trial = tmp_path / "hello-file__r1"

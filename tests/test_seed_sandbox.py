@@ -41,7 +41,7 @@ async def sandbox(tmp_path):
 async def test_scripted_model_solves_a_starter_task_through_the_runner(tmp_path):
     """rise's own trial runner starts the sandbox, runs the seed harness in its own process, then the task's
     test.sh: the reward is 1 and the trial folder holds the full trajectory."""
-    from trials.agents import resolve_agent
+    from monitor.agents import resolve_agent
     from trials.runner import run_trial
 
     solve = reply(analysis="empty dir", plan="write the file",

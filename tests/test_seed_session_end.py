@@ -24,7 +24,7 @@ HELLO = Path(__file__).resolve().parent.parent / "data" / "starter" / "hello-fil
 
 
 async def _trial(tmp_path: Path, script: list[str], name: str):
-    from trials.agents import resolve_agent
+    from monitor.agents import resolve_agent
     from trials.runner import run_trial
 
     with ScriptedServer(script) as srv:

@@ -74,8 +74,8 @@ def test_edited_frozen_cache_is_refused_at_run_time(tmp_path, seed, monkeypatch)
     """Issue 15 item 3: ``rise eval --agent X.rhz`` verifies the unpacked harness against the frozen hashes."""
     from typer.testing import CliRunner
 
+    from monitor.agents import resolve_agent
     from rise.cli import app
-    from trials.agents import resolve_agent
 
     monkeypatch.setenv("RISE_CACHE_DIR", str(tmp_path / "cache"))
     exp = init_experiment("exp", _config(), runs_dir=tmp_path / "runs", seed_dir=seed)

@@ -21,8 +21,8 @@ import pytest
 from harness_seed import tmux
 from harness_seed.settings import load_settings
 from trials import terminal
-from trials.environments.base import attach
 from trials.environments.docker import DockerEnvironment
+from trials.environments.factory import attach
 from trials.environments.local import LocalEnvironment
 from trials.tasks.load import load_task
 
@@ -187,8 +187,8 @@ def _crashing_candidate(tmp_path: Path) -> Path:
 def test_trials_through_the_runner_adopt_and_a_crashing_candidate_stays_isolated(tmp_path):
     if not (STARTER_HELLO / "task.toml").is_file():
         pytest.skip("the starter suite (data/starter) is not there yet")
+    from monitor.agents import resolve_agent
     from trials import runner
-    from trials.agents import resolve_agent
     from trials.endpoints.scripted import ScriptedServer
     from trials.endpoints.spec import EndpointSpec
     from trials.environments.images import docker_client

@@ -12,8 +12,8 @@ from tests.test_seed_support import reply
 from trials.channel import TrialChannel, harness_endpoint
 from trials.endpoints.client import AuthError, ModelClient, ServerUnreachable
 from trials.endpoints.spec import EndpointSpec
-from trials.environments.base import attach
 from trials.environments.channel import ChannelEnvironment
+from trials.environments.factory import attach
 
 KEY_VAR = "RISE_TEST_CHANNEL_KEY"
 

@@ -6,7 +6,7 @@ import pytest
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from monitor.config import RecordingConfig, RecordingConfigError
-from trials.tasks.load import parse_task_toml
+from trials.tasks.harbor import parse_task_toml
 from trials.validation import describe, field_path, first_problem
 
 

@@ -4,10 +4,11 @@ Every agent — the oracle included — is a command line (``AgentSpec.argv``) t
 process group, so one timeout/kill path covers all of them. Placeholders in ``argv``: ``{spec}`` (the trial
 spec JSON) and ``{task}`` (the task folder on the host).
 
-``resolve_agent(ref)`` understands: ``oracle``; ``seed`` (the ``harness_seed`` package of this project); a
-harness package directory; a frozen harness file (``.tar.gz``/``.tgz``/``.rhz``: a gzipped tar holding
-``harness/`` and ``manifest.json``, extracted once per content hash into the cache and checked against the
-manifest's sha256 of every file each time it is resolved).
+A frozen harness file (``.tar.gz``/``.tgz``/``.rhz``: a gzipped tar holding ``harness/`` and ``manifest.json``)
+is extracted once per content hash into the cache and checked against the manifest's sha256 of every file each
+time it is resolved (:func:`extract_frozen`). A harness package runs under ``monitor.host``, so the agent of a
+harness and ``resolve_agent(ref)`` (oracle, seed, a directory or a frozen file) live in :mod:`monitor.agents`:
+this package imports nothing of the monitor.
 
 This module is also the oracle's entry point: ``python -m trials.agents oracle --task DIR --spec PATH``.
 """
@@ -17,7 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
-import importlib.util
 import json
 import os
 import sys
@@ -61,19 +61,6 @@ def tree_hash(root: Path) -> str:
 def oracle_agent() -> AgentSpec:
     return AgentSpec(kind="oracle", name="oracle", harness_version="oracle",
                      argv=[sys.executable, "-m", "trials.agents", "oracle", "--task", "{task}", "--spec", "{spec}"])
-
-
-def harness_agent(harness_dir: Path, name: str | None = None, version: str | None = None) -> AgentSpec:
-    """A harness package directory, run through ``monitor.host`` (which records its dual trace)."""
-    harness_dir = harness_dir.resolve()
-    if not (harness_dir / "main.py").is_file():
-        raise ValueError(f"{harness_dir}: not a harness package (no main.py)")
-    name = name or harness_dir.name
-    version = version or f"{name}-{tree_hash(harness_dir)[:12]}"
-    import monitor.host  # noqa: F401  # the recording host is part of the platform: a broken import is an error
-
-    argv = [sys.executable, "-m", "monitor.host", "--harness", str(harness_dir), "--spec", "{spec}"]
-    return AgentSpec(kind="process", name=name, argv=argv, harness_version=version, harness_dir=str(harness_dir))
 
 
 def _sha256(data: bytes) -> str:
@@ -133,27 +120,6 @@ def extract_frozen(path: Path) -> tuple[Path, dict]:
                          f"manifest (commit {manifest.get('commit')}): {shown}; refusing to run it. Remove {dest} "
                          "to unpack afresh")
     return dest / "harness", manifest
-
-
-def resolve_agent(ref: str) -> AgentSpec:
-    """``oracle``, ``seed``, a harness directory or a frozen harness file → :class:`AgentSpec`."""
-    if ref == "oracle":
-        return oracle_agent()
-    if ref == "seed":
-        spec = importlib.util.find_spec("harness_seed")
-        if spec is None or not spec.submodule_search_locations:
-            raise ValueError("the harness_seed package is not installed")
-        return harness_agent(Path(next(iter(spec.submodule_search_locations))), name="seed")
-    path = Path(ref)
-    if path.is_dir():
-        return harness_agent(path)
-    if path.is_file() and path.name.endswith(FROZEN_SUFFIXES):
-        hdir, manifest = extract_frozen(path)
-        name = str(manifest.get("name") or path.name.split(".")[0])
-        commit = manifest.get("commit")
-        version = f"{name}@{str(commit)[:12]}" if commit else manifest.get("version")
-        return harness_agent(hdir, name=name, version=str(version) if version else None)
-    raise ValueError(f"unknown agent {ref!r}: use oracle, seed, a harness directory or a frozen harness file")
 
 
 # ---------------------------------------------------------------------------------------------- the oracle

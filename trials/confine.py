@@ -42,6 +42,10 @@ SYSTEM_LINK_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 # Host variables a harness may see (values copied when set); everything else is dropped. No secret is here.
 ENV_ALLOW = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "RISE_TRACE_PROJECT")
 PLATFORM_PACKAGES = ("trials", "monitor")
+# Where library code lives (standard library, site-packages), each with a trailing separator: a module found
+# there may be preloaded by a launcher; candidate code never lies there (launch.py's preloadable).
+LIBRARY_DIRS = tuple({os.path.join(os.path.realpath(sysconfig.get_paths()[k]), "")
+                      for k in ("stdlib", "platstdlib", "purelib", "platlib")})
 
 
 class ConfinementUnavailable(RuntimeError):
@@ -227,8 +231,6 @@ def absorb_learned(agent_dir: Path, learned: Path | None) -> None:
         return
     import importlib.util
 
-    from .launch import _LIBRARY_DIRS
-
     known: dict[str, bool] = {}
 
     def trusted(top: str) -> bool:
@@ -240,7 +242,7 @@ def absorb_learned(agent_dir: Path, learned: Path | None) -> None:
             origin = getattr(spec, "origin", None) or next(iter(getattr(spec, "submodule_search_locations",
                                                                         None) or []), None)
             known[top] = top in PLATFORM_PACKAGES or origin in ("built-in", "frozen") or (
-                isinstance(origin, str) and os.path.realpath(origin).startswith(_LIBRARY_DIRS))
+                isinstance(origin, str) and os.path.realpath(origin).startswith(LIBRARY_DIRS))
         return known[top]
 
     kept = [n for n in names[:5000] if all(p.isidentifier() for p in n.split(".")) and trusted(n.split(".")[0])]

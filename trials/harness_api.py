@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 
 from .endpoints.spec import EndpointSpec, PriceTable
 from .environments.base import Environment, ExecResult
-from .environments.base import attach as attach_environment
+from .environments.factory import attach as attach_environment
 from .terminal import IDENTITY_KEYS as TERMINAL_KEYS
 from .terminal import create_command as tmux_create_command
 

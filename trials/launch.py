@@ -42,7 +42,6 @@ import select
 import signal
 import subprocess
 import sys
-import sysconfig
 import threading
 import time
 from pathlib import Path
@@ -339,20 +338,15 @@ def _finish(code: int) -> None:
         os._exit(code)
 
 
-_LIBRARY_DIRS = tuple({os.path.join(os.path.realpath(sysconfig.get_paths()[k]), "")
-                       for k in ("stdlib", "platstdlib", "purelib", "platlib")})
-PLATFORM_PACKAGES = ("trials", "monitor")
-
-
 def preloadable(name: str, module: Any) -> bool:
     """Whether a module may be imported before a trial: the platform's own (``trials``, ``monitor``) or a
     library's (the standard library, site-packages), never candidate code (a harness package, tests)."""
     if name == "__main__" or name.startswith("__main__."):
         return False
-    if name.split(".")[0] in PLATFORM_PACKAGES:
+    if name.split(".")[0] in confine.PLATFORM_PACKAGES:
         return True
     path = getattr(module, "__file__", None)
-    return isinstance(path, str) and os.path.realpath(path).startswith(_LIBRARY_DIRS)
+    return isinstance(path, str) and os.path.realpath(path).startswith(confine.LIBRARY_DIRS)
 
 
 def _read_learned(path: Path | None) -> list[str]:

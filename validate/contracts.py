@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from handbook.source import HarnessSource
-from trials.agents import harness_agent
+from monitor.agents import harness_agent
 from trials.harness_api import write_json_atomic
 
 from .contract_model import (

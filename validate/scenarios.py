@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trials.agents import AgentSpec, harness_agent
+from monitor.agents import harness_agent
+from trials.agents import AgentSpec
 from trials.endpoints.spec import EndpointSpec
 
 from .contract_model import Case, Reply, TaskSpec

@@ -2,7 +2,7 @@
 
 The file is a gzipped tar holding ``manifest.json`` and ``harness/`` (the package at the version's commit).
 The manifest records the experiment, version, commit, the sha256 of every file, the settings, and the model the
-version was evolved for. ``rise eval --agent FILE`` runs it (``trials.agents.resolve_agent`` unpacks it);
+version was evolved for. ``rise eval --agent FILE`` runs it (``monitor.agents.resolve_agent`` unpacks it);
 :func:`verify_frozen` re-checks every hash (and ``resolve_agent`` does so before every run).
 """
 

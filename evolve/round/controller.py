@@ -70,7 +70,7 @@ from evolve.round.model import (
     with_regressions,
 )
 from evolve.round.publication import PublicationStage
-from trials.agents import harness_agent
+from monitor.agents import harness_agent
 from trials.job import load_job
 from trials.metrics import compare
 from trials.runner import EnvFactory

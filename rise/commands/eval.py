@@ -16,8 +16,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from monitor.agents import resolve_agent
 from rise.commands import console as _console
-from trials.agents import resolve_agent
 from trials.endpoints.spec import EndpointSpec
 from trials.errors import RiseError
 from trials.harness_api import CostLedger, write_json_atomic

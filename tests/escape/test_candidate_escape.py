@@ -89,7 +89,7 @@ def _seen_paths_allowed(paths: list[str], roots: list[str]) -> list[str]:
 
 
 async def _hostile_trial(tmp_path: Path, monkeypatch, port: int, env_kind: str):
-    from trials.agents import harness_agent
+    from monitor.agents import harness_agent
     from trials.runner import run_trial
     from trials.tasks.load import load_task
 

@@ -1,6 +1,7 @@
 """The sandbox interface every environment implements (docker, local).
 
-A harness running in its own subprocess reconnects to a started environment with :func:`attach`, from the
+A harness running in its own subprocess reconnects to a started environment with
+:func:`trials.environments.factory.attach`, from the
 JSON-able ``handle()`` the runner wrote into the trial spec: a confined harness gets a ``channel`` handle (the
 runner serves exec/upload/download of its sandbox, trials/channel.py); the platform's own agents (the oracle)
 get the sandbox's own handle.
@@ -68,7 +69,8 @@ class Environment(abc.ABC):
 
     @abc.abstractmethod
     def handle(self) -> dict[str, Any]:
-        """A JSON-able description another process can :func:`attach` to (must include ``kind``)."""
+        """A JSON-able description another process can :func:`~trials.environments.factory.attach` to (must
+        include ``kind``)."""
 
     async def verifier_target(self) -> dict[str, Any] | str:
         """Where the verifier's private run enters this sandbox (see trials/environments/verifier.py): a dict
@@ -81,20 +83,3 @@ class Environment(abc.ABC):
     def attach(cls, handle: dict[str, Any]) -> Environment:
         """Reconnect to a started sandbox from its handle, without owning its lifetime."""
 
-
-def attach(handle: dict[str, Any]) -> Environment:
-    """Reconnect to a running sandbox of any kind from ``handle``."""
-    kind = handle.get("kind")
-    if kind == "local":
-        from .local import LocalEnvironment
-
-        return LocalEnvironment.attach(handle)
-    if kind == "docker":
-        from .docker import DockerEnvironment
-
-        return DockerEnvironment.attach(handle)
-    if kind == "channel":  # a confined harness: its sandbox through the trial channel (trials/channel.py)
-        from .channel import ChannelEnvironment
-
-        return ChannelEnvironment.attach(handle)
-    raise ValueError(f"unknown environment kind {kind!r} in handle {handle}")

@@ -1,6 +1,6 @@
 """The sandbox as a confined harness sees it: exec, upload and download through the trial channel.
 
-:func:`trials.environments.base.attach` returns a :class:`ChannelEnvironment` for a handle of kind ``channel``
+:func:`trials.environments.factory.attach` returns a :class:`ChannelEnvironment` for a handle of kind ``channel``
 (what the runner writes into a confined harness's trial spec). Every call is one HTTP request over the channel's
 unix socket (:mod:`trials.channel`); the runner runs it on the real sandbox. The harness cannot start or stop the
 sandbox: :meth:`stop` only closes the connection.

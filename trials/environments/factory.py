@@ -1,4 +1,7 @@
-"""Pick a sandbox implementation by name: ``make_environment("local"|"docker", task, trial_dir, job_id)``."""
+"""Pick a sandbox implementation by name: ``make_environment("local"|"docker", task, trial_dir, job_id)``, and
+reconnect to a started one of any kind from its handle (``attach``).
+
+The choice by kind lives here, not in base.py, so the interface module imports none of its implementations."""
 
 from __future__ import annotations
 
@@ -34,3 +37,21 @@ def reap_leftovers(kind: str, job_id: str | None = None, include_live: bool = Fa
     else:
         raise ValueError(f"unknown environment kind {kind!r}")
     return reap(job_id, include_live=include_live)
+
+
+def attach(handle: dict[str, Any]) -> Environment:
+    """Reconnect to a running sandbox of any kind from ``handle``."""
+    kind = handle.get("kind")
+    if kind == "local":
+        from .local import LocalEnvironment
+
+        return LocalEnvironment.attach(handle)
+    if kind == "docker":
+        from .docker import DockerEnvironment
+
+        return DockerEnvironment.attach(handle)
+    if kind == "channel":  # a confined harness: its sandbox through the trial channel (trials/channel.py)
+        from .channel import ChannelEnvironment
+
+        return ChannelEnvironment.attach(handle)
+    raise ValueError(f"unknown environment kind {kind!r} in handle {handle}")

@@ -1,7 +1,8 @@
 """Tasks in the Harbor format (and imported Terminal-Bench folders): models, loading, checking."""
 
 from .check import check_task_set
-from .load import Problem, inspect_task, load_task, load_task_set
+from .harbor import Problem
+from .load import inspect_task, load_task, load_task_set
 from .model import (
     AgentConfig,
     Author,

@@ -6,7 +6,8 @@ from pathlib import Path
 
 from trials.errors import TaskError
 
-from .load import Problem, inspect_task, parse_task_toml, task_dirs, task_name
+from .harbor import Problem, parse_task_toml, task_name
+from .load import inspect_task, task_dirs
 from .model import Task
 
 

@@ -32,7 +32,7 @@ import yaml
 from pydantic import ValidationError
 
 from ..cache import cache_root
-from .load import Problem, expand_config_env, not_utf8, read_instruction, task_name, validation_problems
+from .harbor import Problem, expand_config_env, not_utf8, read_instruction, task_name, validation_problems
 from .model import Task, TaskConfig
 
 # Terminal-Bench's own defaults when task.yaml omits them.
