@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trials import harness_settings
+
 from .model import FUNCTION_REF, HANDBOOK_FILE, Handbook, HandbookError, loads_handbook
 
-SETTINGS_FILE = "settings.toml"
+SETTINGS_FILE = harness_settings.SETTINGS_FILE
 RECORDING_FILE = "recording.toml"
 _SKIP_DIRS = {"__pycache__", "tests", ".git"}
 _WANTED = {SETTINGS_FILE, RECORDING_FILE, HANDBOOK_FILE}
@@ -289,7 +291,7 @@ class HarnessSource:
     def settings(self) -> dict[str, Any] | None:
         """``settings.toml`` flattened to dotted keys (``terminus.max_episodes``), None if there is none."""
         data = self._toml(SETTINGS_FILE)
-        return None if data is None else flatten_settings(data)
+        return None if data is None else harness_settings.flatten(data)
 
     def boundaries(self) -> list[str] | None:
         """The boundaries ``recording.toml`` records, None if there is no recording config."""
@@ -299,18 +301,6 @@ class HarnessSource:
     def handbook(self) -> Handbook | None:
         text = self.files.get(HANDBOOK_FILE)
         return None if text is None else loads_handbook(text, f"{self.origin}/{HANDBOOK_FILE}")
-
-
-def flatten_settings(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Leaf keys of a settings table as dotted names; arrays are values, not tables."""
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            out.update(flatten_settings(value, name + "."))
-        else:
-            out[name] = value
-    return out
 
 
 def recording_boundaries(data: dict[str, Any]) -> list[str]:

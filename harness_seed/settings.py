@@ -1,6 +1,7 @@
 """The harness's mechanism settings: ``settings.toml`` beside this file, then the trial's overrides.
 
-Overrides are dotted keys (``{"terminus.max_episodes": 50}``) or nested tables (``{"tmux": {"width": 120}}``).
+Overrides are dotted keys (``{"terminus.max_episodes": 50}``) or nested tables (``{"tmux": {"width": 120}}``),
+nested and laid over the file's tables by ``trials.harness_api`` (the runner reads them with the same functions).
 Every section is a pydantic model that forbids unknown keys, so a misspelt override fails the trial at once
 instead of silently running the defaults. The ``[midharness]`` section stays a plain table: its schema
 belongs to the midharness package, which validates it when it builds the actor.
@@ -13,6 +14,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+import trials.harness_api as api
 
 SETTINGS_FILE = Path(__file__).with_name("settings.toml")
 
@@ -90,32 +93,6 @@ class Settings(_Section):
     trajectory: TrajectorySettings = Field(default_factory=TrajectorySettings)
 
 
-def _merge(base: dict, extra: dict) -> dict:
-    out = dict(base)
-    for key, value in extra.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)
-        else:
-            out[key] = value
-    return out
-
-
-def nest(overrides: dict[str, Any]) -> dict[str, Any]:
-    """``{"a.b": 1, "c": {"d": 2}}`` → ``{"a": {"b": 1}, "c": {"d": 2}}``."""
-    out: dict[str, Any] = {}
-    for key, value in overrides.items():
-        if isinstance(value, dict):
-            value = nest(value)
-        parts = key.split(".")
-        node = out
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-            if not isinstance(node, dict):
-                raise TypeError(f"setting {key!r} goes below a value that is not a table")
-        node[parts[-1]] = _merge(node[parts[-1]], value) if isinstance(node.get(parts[-1]), dict) else value
-    return out
-
-
 def load_settings(overrides: dict[str, Any] | None = None, path: Path | None = None) -> Settings:
     """Defaults from ``settings.toml`` with ``overrides`` applied; raises pydantic's ValidationError naming the
     offending key, and ValueError naming the file and line of a TOML syntax error."""
@@ -124,4 +101,4 @@ def load_settings(overrides: dict[str, Any] | None = None, path: Path | None = N
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as exc:  # its message ends "(at line N, column M)"
         raise ValueError(f"{path}: not valid TOML: {exc}") from None
-    return Settings.model_validate(_merge(data, nest(overrides or {})))
+    return Settings.model_validate(api.merge_settings(data, api.nest_settings(overrides or {})))

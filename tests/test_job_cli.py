@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+import typer
 from typer.testing import CliRunner
 
 from rise.cli import app
@@ -72,3 +74,10 @@ def test_not_a_job(tmp_path):
 def test_parse_settings():
     assert parse_settings(["a.b=3", "c=true", "d=hello", "e=[1, 2]", "f="]) == {
         "a.b": 3, "c": True, "d": "hello", "e": [1, 2], "f": ""}
+    # against the harness's settings.toml: a text key keeps its text, a value of the wrong type names the key
+    assert parse_settings(["tmux.session_name=123", "terminus.max_episodes=4"], "harness_seed") == {
+        "tmux.session_name": "123", "terminus.max_episodes": 4}
+    with pytest.raises(typer.BadParameter, match="setting terminus.max_episodes wants an integer"):
+        parse_settings(["terminus.max_episodes=many"], "harness_seed")
+    with pytest.raises(typer.BadParameter, match="--setting wants KEY=VALUE"):
+        parse_settings(["novalue"])

@@ -23,6 +23,8 @@ from pydantic import BaseModel, Field
 from .endpoints.spec import EndpointSpec, PriceTable
 from .environments.base import Environment, ExecResult
 from .environments.factory import attach as attach_environment
+from .harness_settings import merge as merge_settings
+from .harness_settings import nest as nest_settings
 from .terminal import IDENTITY_KEYS as TERMINAL_KEYS
 from .terminal import create_command as tmux_create_command
 
@@ -51,7 +53,8 @@ class TrialSpec(BaseModel):
     agent_dir: str = Field(description="host folder for trajectory.json, agent_result.json, logs")
     timeout_sec: float = 900.0
     workdir: str = "/app"
-    settings: dict[str, Any] = Field(default_factory=dict, description="overrides of harness settings")
+    settings: dict[str, Any] = Field(default_factory=dict, description="overrides of harness settings, dotted "
+                                     "or nested (nest_settings, merge_settings lay them over the defaults)")
     harness_version: str = "seed"
     refine_context: str | None = Field(default=None, description="Sequential Refine: summary of an attempt")
 
@@ -146,6 +149,8 @@ __all__ = [
     "TrialSpec",
     "Usage",
     "attach_environment",
+    "merge_settings",
+    "nest_settings",
     "set_episode",
     "tmux_create_command",
     "write_json_atomic",

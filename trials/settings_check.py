@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from trials import confine
+from trials import confine, harness_settings
 from trials.errors import RiseError
 from trials.validation import error_message
 
@@ -74,7 +74,10 @@ def check_in_process(harness_dir: Path, overrides: dict[str, Any]) -> list[str]:
     settings_mod = importlib.import_module(name)  # a module that exists but fails to import is an error, not "none"
     from pydantic import ValidationError
 
-    nested = settings_mod.nest(overrides) if hasattr(settings_mod, "nest") else {}
+    try:
+        nested = harness_settings.nest(overrides)
+    except TypeError:  # the loader below names it
+        nested = {}
     problems: list[str] = []
     try:
         settings_mod.load_settings({k: v for k, v in overrides.items() if not k.startswith("midharness")})
@@ -96,18 +99,6 @@ def check_in_process(harness_dir: Path, overrides: dict[str, Any]) -> list[str]:
     return problems
 
 
-def _flatten(schema: dict[str, Any], node: dict[str, Any], prefix: str, out: dict[str, Any]) -> None:
-    """Dotted key -> the JSON schema of that one value (``$ref`` sections followed)."""
-    if "$ref" in node:
-        node = schema.get("$defs", {}).get(node["$ref"].rsplit("/", 1)[-1], {})
-    props = node.get("properties")
-    if props is None:
-        out[prefix] = node
-        return
-    for name, sub in props.items():
-        _flatten(schema, sub, f"{prefix}.{name}" if prefix else name, out)
-
-
 def schema_in_process(harness_dir: Path) -> dict[str, Any]:
     """Every settings key of the harness package at ``harness_dir`` with its JSON schema (imports it: run in a
     child). A plain table (``[midharness]`` in the seed) takes its keys from its own model where there is one."""
@@ -118,14 +109,12 @@ def schema_in_process(harness_dir: Path) -> dict[str, Any]:
     model = getattr(importlib.import_module(name), "Settings", None)
     if model is None:
         return {}
-    schema = model.model_json_schema()
-    out: dict[str, Any] = {}
-    _flatten(schema, schema, "", out)
+    out = harness_settings.json_schema_keys(model.model_json_schema())
     config_name = f"{harness_dir.name}.midharness.config"
     if "midharness" in out and _module_exists(config_name):
         out.pop("midharness")
         mid = importlib.import_module(config_name).MidHarnessSettings.model_json_schema()
-        _flatten(mid, mid, "midharness", out)
+        out.update(harness_settings.json_schema_keys(mid, "midharness"))
     return out
 
 

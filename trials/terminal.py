@@ -29,6 +29,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from . import harness_settings
+
 # Exit status of the environment's start command when tmux is missing or the session could not be made (the
 # sandbox itself is fine; the harness then starts its own session, and reports what goes wrong as it always did).
 NOT_STARTED = 90
@@ -86,17 +88,6 @@ def start_script(spec: TerminalSpec, workdir: str) -> str:
             f"done\n")
 
 
-def _tmux_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
-    """The trial's overrides of ``[tmux]`` keys: ``{"tmux.width": 120}`` or ``{"tmux": {"width": 120}}``."""
-    out: dict[str, Any] = {}
-    for key, value in overrides.items():
-        if key == "tmux" and isinstance(value, dict):
-            out.update(value)
-        elif key.startswith("tmux."):
-            out[key.removeprefix("tmux.")] = value
-    return out
-
-
 def requested(harness_dir: str | Path | None, overrides: dict[str, Any] | None = None) -> TerminalSpec | None:
     """The terminal a harness asks the environment to start (see the module docstring), or None: no harness
     folder, no readable ``settings.toml``, ``with_environment`` not true, or a creation setting missing or
@@ -104,13 +95,13 @@ def requested(harness_dir: str | Path | None, overrides: dict[str, Any] | None =
     if harness_dir is None:
         return None
     try:
-        data = tomllib.loads((Path(harness_dir) / "settings.toml").read_text())
+        data = harness_settings.read(harness_dir)
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
         return None
     table = data.get("tmux")
     if not isinstance(table, dict):
         return None
-    table = {**table, **_tmux_overrides(overrides or {})}
+    table = {**table, **harness_settings.section(overrides or {}, "tmux")}
     if table.get("with_environment") is not True:
         return None
     try:

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trials import harness_settings
+
 from .evaluate import ScreeningOutcome
 
 TRAJECTORY = Path("agent") / "trajectory.json"
@@ -26,15 +28,6 @@ def recorded_settings(trial_dir: Path) -> dict[str, Any] | None:
         return None
     found = ((data.get("agent") or {}).get("extra") or {}).get("settings")
     return found if isinstance(found, dict) else None
-
-
-def _value(settings: dict[str, Any], key: str) -> Any:
-    node: Any = settings
-    for part in key.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return _MISSING
-        node = node[part]
-    return node
 
 
 _MISSING = object()
@@ -53,7 +46,7 @@ class SettingsScreening(ScreeningOutcome):
         for tdir in res.outcome.trial_dirs():
             rec = recorded_settings(tdir)
             if rec is not None:
-                seen[tdir.name] = {k: (v if (v := _value(rec, k)) is not _MISSING else "absent") for k in expected}
+                seen[tdir.name] = {k: (v if (v := harness_settings.lookup(rec, k, _MISSING)) is not _MISSING else "absent") for k in expected}
         return cls(res.outcome, res.boundaries, res.spans, res.per_trial, res.common, dict(expected), seen)
 
     def _applied(self) -> bool:

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from evolve.round.model import ControllerError, missing_cells
+from trials import harness_settings
 from trials.job import load_job
 from trials.metrics import compare
 from trials.results import TrialResult
@@ -52,7 +53,7 @@ def midharness_settings(harness: Path) -> dict[str, Any]:
         raise ControllerError(f"{harness}: control = \"midharness\" needs the seed's Mid-Harness package "
                               "(midharness/) in the incumbent")
     try:
-        data = tomllib.loads((harness / "settings.toml").read_text())
+        data = harness_settings.read(harness)
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ControllerError(f"{harness / 'settings.toml'}: unreadable ({exc})") from None
     section = data.get("midharness", {})

@@ -22,6 +22,7 @@ from typing import Any
 import git
 
 from evolve.experiment.store import Experiment
+from trials import harness_settings
 from trials.cost import CostSummary, cost_of
 from trials.metrics import Comparison, Grid, GridMetrics, compare, compute_metrics, grid_from_results
 from validate.adoption_sim import policy_note
@@ -127,21 +128,10 @@ def _blob(commit: git.Commit, path: str) -> str | None:
         return None
 
 
-def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in data.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict):
-            out.update(_flatten(v, key + "."))
-        else:
-            out[key] = v
-    return out
-
-
 def settings_changes(old_text: str | None, new_text: str | None) -> list[SettingChange]:
     """``settings.toml`` of two revisions compared by dotted key (comments and order ignored)."""
-    old = _flatten(tomllib.loads(old_text)) if old_text else {}
-    new = _flatten(tomllib.loads(new_text)) if new_text else {}
+    old = harness_settings.flatten(tomllib.loads(old_text)) if old_text else {}
+    new = harness_settings.flatten(tomllib.loads(new_text)) if new_text else {}
     return [SettingChange(k, old.get(k, _MISSING), new.get(k, _MISSING))
             for k in sorted(set(old) | set(new)) if old.get(k, _MISSING) != new.get(k, _MISSING)]
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import hashlib
-import json
 import signal
 from pathlib import Path
 from typing import Annotated, Any
@@ -21,6 +20,7 @@ from rise.commands import console as _console
 from trials.endpoints.spec import EndpointSpec
 from trials.errors import RiseError
 from trials.harness_api import CostLedger, write_json_atomic
+from trials.harness_settings import Defaults, SettingError, parse_overrides
 from trials.metrics import Comparison, GridMetrics, compare, grid_from_results
 from trials.results import JobConfig
 
@@ -30,18 +30,13 @@ _out = _console.out()
 _err = _console.err()
 
 
-def parse_settings(items: list[str]) -> dict[str, Any]:
-    """``KEY=VALUE`` pairs; a VALUE that parses as JSON (numbers, true/false, lists) is taken as such."""
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise typer.BadParameter(f"--setting wants KEY=VALUE, got {item!r}")
-        try:
-            out[key.strip()] = json.loads(value)
-        except ValueError:
-            out[key.strip()] = value
-    return out
+def parse_settings(items: list[str], harness_dir: str | Path | None = None) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs (trials.harness_settings.parse_overrides): a key of the harness's ``settings.toml``
+    takes its default's type; any other VALUE that parses as JSON (numbers, true/false, lists) is taken as such."""
+    try:
+        return parse_overrides(items, Defaults.of_harness(harness_dir))
+    except SettingError as exc:
+        raise typer.BadParameter(str(exc)) from None
 
 
 def job_id_for(job_dir: Path) -> str:
@@ -190,7 +185,7 @@ def eval_cmd(
     try:
         loaded = load_task_set(tasks, task or None)
         spec = resolve_agent(agent)
-        settings = parse_settings(setting or [])
+        settings = parse_settings(setting or [], spec.harness_dir)
         check_settings(spec.harness_dir, settings)  # a typo fails here, not as every trial's "failure"
         endpoint = _endpoint(spec.kind, urls[0] if urls else None, model, api_key_env, port)
         if endpoint is not None and spec.kind != "oracle":

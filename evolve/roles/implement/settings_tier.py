@@ -33,6 +33,7 @@ from handbook.model import HANDBOOK_FILE
 from handbook.render import write_rendered
 from handbook.resync import affected_behaviours
 from handbook.source import HarnessSource
+from trials import harness_settings
 from trials.errors import RiseError
 from validate.evaluate import kill_point
 
@@ -46,13 +47,6 @@ class TierError(RiseError):
 
 def _show(value: Any) -> str:
     return tomlkit.item(value).as_string()
-
-
-def _current(settings: dict[str, Any], key: str) -> Any:
-    node: Any = settings
-    for part in key.split("."):
-        node = node.get(part) if isinstance(node, dict) else None
-    return node
 
 
 def _set_after_last_key(table: Any, key: str, value: str) -> None:
@@ -73,7 +67,7 @@ def resync_handbook(incumbent_dir: Path, wt: Path, origin: str) -> dict[str, lis
     """Note each changed setting's value in the notes of the behaviours it governs (a format-keeping edit of
     ``HANDBOOK.toml``), render ``HANDBOOK.md`` again; behaviour id -> the keys noted there."""
     report = affected_behaviours(HarnessSource.from_dir(incumbent_dir), HarnessSource.from_dir(wt))
-    values = tomllib.loads((wt / "settings.toml").read_text())
+    values = harness_settings.read(wt)
     path = wt / HANDBOOK_FILE
     doc = tomlkit.parse(path.read_text())
     noted: dict[str, list[str]] = {}
@@ -90,7 +84,7 @@ def resync_handbook(incumbent_dir: Path, wt: Path, origin: str) -> dict[str, lis
                     notes = "".join(part for part in re.split(r"(?=\s*Evolved value: )", notes)
                                     if not ((m := _NOTE.fullmatch(part)) and m["key"] == key))
                     notes = (notes.rstrip() + "\n" if notes.strip() else "") + \
-                        f"Evolved value: {key} = {_show(_current(values, key))} ({origin})"
+                        f"Evolved value: {key} = {_show(harness_settings.lookup(values, key))} ({origin})"
                 _set_after_last_key(b, "notes", notes)
                 noted[item.behaviour] = keys
     path.write_text(tomlkit.dumps(doc))
@@ -109,7 +103,7 @@ def make_settings_candidate(exp: Experiment, round_no: int, spec: ProposalSpec, 
     repo = exp.worktree_repo(wt)  # hardened git (evolve.gitsafe): the worktree's .git verified, no hook runs
     values, problems = check_changes(incumbent_dir, dict(spec.settings))
     before = tomllib.loads(exp.repo.git.show(f"{base}:settings.toml"))
-    changes = {key: [_current(before, key), value] for key, value in values.items()}
+    changes = {key: [harness_settings.lookup(before, key), value] for key, value in values.items()}
     origin = f"round {round_no}, settings tier, {slug}"
     lines = "\n".join(f"{k}: {_show(old)} -> {_show(new)}" for k, (old, new) in changes.items())
     message = f"{SETTINGS_MARK}: {spec.mechanism} (round {round_no}, {slug})\n\n{lines}\n"

@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from handbook.model import HandbookError, load_handbook
+from trials import harness_settings
 from trials.settings_check import SettingsError, check_settings, settings_schema
 
 Value = bool | int | float | str
@@ -70,34 +71,27 @@ def _describe(schema: dict[str, Any]) -> tuple[str, str, list[Value]] | None:
     return None
 
 
-def _current(settings: dict[str, Any], key: str) -> Any:
-    node: Any = settings
-    for part in key.split("."):
-        node = node.get(part) if isinstance(node, dict) else None
-    return node
-
-
 def harness_switches(harness_dir: str | Path) -> list[Switch]:
     """The switches of the harness at ``harness_dir``, in Handbook order (a key once, with every behaviour that
     lists it). Raises :class:`HandbookError` or :class:`SettingsError` naming what could not be read."""
     root = Path(harness_dir)
     book = load_handbook(root)
     try:
-        settings = tomllib.loads((root / "settings.toml").read_text())
+        settings = harness_settings.read(root)
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise HandbookError(root / "settings.toml", None, f"cannot read the settings: {exc}") from None
     schema = settings_schema(root)
     listed: dict[str, list[str]] = {}
     for _, b in book.iter_behaviours():
         for key in schema:
-            if b.governs(key) and _current(settings, key) is not None:
+            if b.governs(key) and harness_settings.lookup(settings, key) is not None:
                 listed.setdefault(key, []).append(b.id)
     out = []
     for key, behaviours in listed.items():
         described = _describe(schema[key])
         if described is not None:
             kind, allowed, choices = described
-            out.append(Switch(key=key, behaviours=behaviours, current=_current(settings, key), kind=kind,
+            out.append(Switch(key=key, behaviours=behaviours, current=harness_settings.lookup(settings, key), kind=kind,
                               allowed=allowed, choices=choices))
     order = {key: i for i, key in enumerate(k for _, b in book.iter_behaviours() for k in b.settings)}
     return sorted(out, key=lambda s: order.get(s.key, order.get(s.key.rsplit(".", 1)[0] + ".*", len(order))))
