@@ -112,7 +112,7 @@ def test_budget_is_checked_before_the_call_and_charged_after(workspace: Path, tm
                           transcripts=tmp_path, budget=budget)
         assert result.cost == pytest.approx((result.usage.input_tokens + result.usage.output_tokens) * 1e-3)
         assert budget.spent_usd == pytest.approx(result.cost) and budget.by_role == {"explorer": result.cost}
-        budget.spent_usd = 1.0
+        budget.spent.usd = 1.0
         sent = len(srv.requests)
         with pytest.raises(RoleError) as info:
             run_role(get_role("explorer"), {"question": "q"}, workspace, backend(srv, price),

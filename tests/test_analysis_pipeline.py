@@ -51,7 +51,7 @@ def test_pipeline_end_to_end_with_sent_back_finding(tmp_path):
     assert "no episode 99" in sent_back.reason
     out = exp.root / "rounds" / "r01" / "analysis"
     data = json.loads((out / "analysis.json").read_text())
-    assert data["costs"]["analyst"]["calls"] == 3 and data["costs"]["analyst"]["cost"] > 0
+    assert data["costs"]["analyst"]["calls"] == 3 and data["costs"]["analyst"]["usd"] > 0
     summary = (out / "summary.md").read_text()
     assert "### 1. verify before claiming" in summary and "gamma" in summary and "delta" in summary
     assert len(list((out / "transcripts").glob("*.jsonl"))) == 5

@@ -117,7 +117,7 @@ def test_report_model(exp):
     # 16 trials per dev grid (v0, verify, harmful, flaky), 4 per held-out grid (v0, v1); the v1 reference link
     # points at verify's evaluation and is not counted twice
     assert rep.total_spend.trials == 16 * 4 + 4 * 2
-    assert rep.columns[1].ref.cost.generator_in == 16 * 1500
+    assert rep.columns[1].ref.cost.generator.input_tokens == 16 * 1500
     assert rep.total_spend.usd == pytest.approx(2e-6 * (16 * 1000 + 16 * 1500 + 16 * 800 + 16 * 1200 + 8 * 1000))
     assert set(experiment_spend(exp)) == {"versions", "rounds"}
     html = render_report(rep)

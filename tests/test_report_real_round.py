@@ -69,7 +69,7 @@ def test_show_and_report_read_the_controllers_round(exp):
                                                           ("r01 skip", "rejected")]
     assert [c.metrics.pass_at_1 for c in rep.columns] == [0.5, 1.0, 0.0]
     # reference v0 (2 tasks × 2), each candidate's screening (1 task) and evaluation (2 × 2)
-    assert rep.total_spend.trials == 4 + 2 * (1 + 4) and rep.total_spend.generator_calls > 0
+    assert rep.total_spend.trials == 4 + 2 * (1 + 4) and rep.total_spend.generator.calls > 0
     page = write_report(exp)
     html = page.read_text()
     assert "regressions of stable passes: hello-file" in html and 'data-column="r01 verify → v1"' in html

@@ -1,47 +1,44 @@
-"""What a set of trials spent: the per-trial :class:`~trials.harness_api.CostLedger` summed (tokens by role, parallel
-output tokens, dollars). One record for every reader of trial spend: ``rise show``, ``rise report``, ``rise status``
-and the experiment's budgets."""
+"""What a set of trials spent: the per-trial :class:`~trials.harness_api.CostLedger` summed, in the platform's one
+cost record (:class:`~trials.harness_api.Cost`) per model role. Read by ``rise show``, ``rise report``,
+``rise status`` and the experiment's budgets."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from pydantic import BaseModel, Field
 
-from trials.harness_api import CostLedger
+from trials.harness_api import Cost, CostLedger
 from trials.results import TrialResult
 
+__all__ = ["Cost", "CostSummary", "cost_of"]
 
-@dataclass
-class CostSummary:
-    """Tokens and dollars of a set of trials (``TrialResult.cost`` summed)."""
+
+class CostSummary(BaseModel):
+    """Tokens and dollars of a set of trials: generator and verifier calls, parallel output tokens, dollars."""
 
     trials: int = 0
-    generator_calls: int = 0
-    generator_in: int = 0
-    generator_out: int = 0
-    verifier_calls: int = 0
-    verifier_in: int = 0
-    verifier_out: int = 0
+    generator: Cost = Field(default_factory=Cost)
+    verifier: Cost = Field(default_factory=Cost)
     parallel_output_tokens: int = 0
     usd: float = 0.0
 
     def add(self, cost: CostLedger) -> None:
+        """Count one trial's ledger."""
         self.trials += 1
-        self.generator_calls += cost.generator.calls
-        self.generator_in += cost.generator.input_tokens
-        self.generator_out += cost.generator.output_tokens
-        self.verifier_calls += cost.verifier.calls
-        self.verifier_in += cost.verifier.input_tokens
-        self.verifier_out += cost.verifier.output_tokens
+        self.generator.merge(cost.generator)
+        self.verifier.merge(cost.verifier)
         self.parallel_output_tokens += cost.parallel_output_tokens
         self.usd += cost.cost_usd
 
     def merge(self, other: CostSummary) -> None:
-        for name in self.__dataclass_fields__:
-            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.trials += other.trials
+        self.generator.merge(other.generator)
+        self.verifier.merge(other.verifier)
+        self.parallel_output_tokens += other.parallel_output_tokens
+        self.usd += other.usd
 
     @property
     def tokens(self) -> int:
-        return self.generator_in + self.generator_out + self.verifier_in + self.verifier_out
+        return self.generator.tokens + self.verifier.tokens
 
 
 def cost_of(results: list[TrialResult]) -> CostSummary:
@@ -49,4 +46,3 @@ def cost_of(results: list[TrialResult]) -> CostSummary:
     for res in results:
         out.add(res.cost)
     return out
-

@@ -66,31 +66,56 @@ class TrialSpec(BaseModel):
         Path(path).write_text(self.model_dump_json(indent=2))
 
 
-class Usage(BaseModel):
-    """Token and call accounting for one role (generator or verifier)."""
+class Cost(BaseModel):
+    """The platform's one cost record: calls (the failed among them), tokens in and out, dollars, seconds.
+
+    A trial's generator and verifier calls (:class:`CostLedger`), a role call (``evolve.roles.runtime.Usage`` adds
+    its requests and tool calls), an analysis's cost per role, a set of trials (:class:`trials.cost.CostSummary`)
+    and the experiment's budgets all count in it. Fields a writer does not know stay 0."""
 
     calls: int = 0
+    failed: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    usd: float = 0.0
+    seconds: float = 0.0
 
-    def add(self, input_tokens: int, output_tokens: int, calls: int = 1) -> None:
+    def add(self, input_tokens: int = 0, output_tokens: int = 0, calls: int = 1, *, failed: int = 0,
+            usd: float = 0.0, seconds: float = 0.0) -> Cost:
+        """Count ``calls`` more calls (in place); returns the record."""
         self.calls += calls
+        self.failed += failed
         self.input_tokens += input_tokens
         self.output_tokens += output_tokens
+        self.usd += usd
+        self.seconds += seconds
+        return self
+
+    def merge(self, other: Cost) -> Cost:
+        """Add another record into this one (in place); returns the record."""
+        return self.add(other.input_tokens, other.output_tokens, other.calls, failed=other.failed, usd=other.usd,
+                        seconds=other.seconds)
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+Usage = Cost  # the record's name in harnesses written before it was shared (generator and verifier usage)
 
 
 class CostLedger(BaseModel):
     """Per-trial cost: generator and verifier tokens, parallel output tokens (POT), dollars."""
 
-    generator: Usage = Field(default_factory=Usage)
-    verifier: Usage = Field(default_factory=Usage)
+    generator: Cost = Field(default_factory=Cost)
+    verifier: Cost = Field(default_factory=Cost)
     parallel_output_tokens: int = Field(default=0, description="max over parallel branches, summed per step")
     cost_usd: float = 0.0
 
     def merge(self, other: CostLedger) -> CostLedger:
         """Add ``other`` into this ledger (job totals are the sum of their trials)."""
-        for mine, theirs in ((self.generator, other.generator), (self.verifier, other.verifier)):
-            mine.add(theirs.input_tokens, theirs.output_tokens, theirs.calls)
+        self.generator.merge(other.generator)
+        self.verifier.merge(other.verifier)
         self.parallel_output_tokens += other.parallel_output_tokens
         self.cost_usd += other.cost_usd
         return self
@@ -142,6 +167,7 @@ __all__ = [
     "TERMINAL_KEYS",
     "TRIAL_ID",
     "AgentOutcome",
+    "Cost",
     "CostLedger",
     "EndpointSpec",
     "Environment",

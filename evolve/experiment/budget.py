@@ -22,21 +22,22 @@ from pathlib import Path
 
 from evolve.experiment.store import ControllerError, Experiment
 from evolve.experiment.trial_scan import experiment_spend
+from trials.cost import CostSummary
+from trials.harness_api import Cost
 
 
 @dataclass
 class Spend:
-    role_usd: float = 0.0
-    trial_usd: float = 0.0
-    tokens: int = 0
-    trials: int = 0
-    calls: int = 0
+    """What an experiment spent so far: its role calls and its trials, each in the platform's cost records."""
+
+    roles: Cost = field(default_factory=Cost)  # role calls: calls, tokens, dollars
+    trials: CostSummary = field(default_factory=CostSummary)  # trials: their count, tokens by model role, dollars
     dearest: dict[str, float] = field(default_factory=dict)  # role -> the dearest call so far
     by_role: dict[str, float] = field(default_factory=dict)
 
     @property
     def usd(self) -> float:
-        return self.role_usd + self.trial_usd
+        return self.roles.usd + self.trials.usd
 
 
 def role_spend(folder: Path) -> Spend:
@@ -52,9 +53,7 @@ def role_spend(folder: Path) -> Spend:
                 continue
             role, cost = str(row.get("role", "?")), float(row.get("cost") or 0.0)
             usage = row.get("usage") or {}
-            out.role_usd += cost
-            out.calls += 1
-            out.tokens += int(usage.get("input_tokens") or 0) + int(usage.get("output_tokens") or 0)
+            out.roles.add(int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0), usd=cost)
             out.by_role[role] = out.by_role.get(role, 0.0) + cost
             out.dearest[role] = max(out.dearest.get(role, 0.0), cost)
     return out
@@ -64,8 +63,7 @@ def spend(exp: Experiment) -> Spend:
     """Role calls and trials together."""
     out = role_spend(exp.root / "rounds")
     for part in experiment_spend(exp).values():
-        out.trials += int(part.trials)
-        out.trial_usd += float(part.usd)
+        out.trials.merge(part)
     return out
 
 
@@ -90,12 +88,12 @@ class LoopBudget:
         s = spend(exp)
         reserve_usd = self.reserve(s, role, limit_usd, calls) if role else 0.0
         if self.max_usd is not None and s.usd + reserve_usd > self.max_usd:
-            raise BudgetStop(f"$ budget: ${s.usd:.4f} spent (roles ${s.role_usd:.4f}, trials ${s.trial_usd:.4f})"
+            raise BudgetStop(f"$ budget: ${s.usd:.4f} spent (roles ${s.roles.usd:.4f}, trials ${s.trials.usd:.4f})"
                              f" + ${reserve_usd:.4f} reserved for {unit} > max_usd ${self.max_usd:.4f}")
-        if self.max_tokens is not None and s.tokens >= self.max_tokens:
-            raise BudgetStop(f"token budget: {s.tokens} role tokens spent >= {self.max_tokens}, before {unit}")
-        if self.max_trials is not None and s.trials >= self.max_trials:
-            raise BudgetStop(f"trial budget: {s.trials} trials run >= {self.max_trials}, before {unit}")
+        if self.max_tokens is not None and s.roles.tokens >= self.max_tokens:
+            raise BudgetStop(f"token budget: {s.roles.tokens} role tokens spent >= {self.max_tokens}, before {unit}")
+        if self.max_trials is not None and s.trials.trials >= self.max_trials:
+            raise BudgetStop(f"trial budget: {s.trials.trials} trials run >= {self.max_trials}, before {unit}")
         if self.max_seconds is not None and time.monotonic() - self.started >= self.max_seconds:
             raise BudgetStop(f"wall-time budget: {self.max_seconds:.0f} s used, before {unit}")
         return s
@@ -114,10 +112,10 @@ def check_budget(exp: Experiment) -> None:
     budgets = exp.config.budgets
     if budgets.max_trials is None and budgets.max_usd is None:
         return
-    trials = usd = 0.0
+    total = CostSummary()
     for part in experiment_spend(exp).values():
-        trials += part.trials
-        usd += part.usd
+        total.merge(part)
+    trials, usd = total.trials, total.usd
     if budgets.max_trials is not None and trials >= budgets.max_trials:
         raise ControllerError(f"{exp.config_path}: budget spent: {int(trials)} trials run, "
                               f"budgets.max_trials = {budgets.max_trials}")

@@ -188,8 +188,8 @@ def cost_plot(columns: list[Column]) -> Markup:
     bar_w, bh = 360, 18
     width, height = left + bar_w + 110, 24 + (bh + 8) * max(1, len(rows)) + 20
     peak = max((c.ref.cost.tokens for c in rows), default=0) or 1
-    parts = (("generator in", "#6baed6", lambda k: k.generator_in), ("generator out", "#2171b5",
-             lambda k: k.generator_out), ("verifier", "#fd8d3c", lambda k: k.verifier_in + k.verifier_out))
+    parts = (("generator in", "#6baed6", lambda k: k.generator.input_tokens), ("generator out", "#2171b5",
+             lambda k: k.generator.output_tokens), ("verifier", "#fd8d3c", lambda k: k.verifier.tokens))
     body = []
     for i, c in enumerate(rows):
         yy = 12 + (bh + 8) * i

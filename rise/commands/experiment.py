@@ -117,8 +117,8 @@ def _print_spend_and_running(exp) -> None:
     limits = "".join([f" of ${budgets.max_usd}" if budgets.max_usd else "",
                       f"; {total.trials} of {budgets.max_trials} trials allowed" if budgets.max_trials else ""])
     console.print(f"spend: {total.trials} trials, {total.tokens:,} tokens "
-                  f"(generator {total.generator_in:,} in / {total.generator_out:,} out, verifier "
-                  f"{total.verifier_in + total.verifier_out:,}), ${total.usd:.4f}{limits}", soft_wrap=True)
+                  f"(generator {total.generator.input_tokens:,} in / {total.generator.output_tokens:,} out, verifier "
+                  f"{total.verifier.tokens:,}), ${total.usd:.4f}{limits}", soft_wrap=True)
     jobs = running_jobs(exp)
     if not jobs:
         console.print("running: nothing", soft_wrap=True)

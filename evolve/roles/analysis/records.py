@@ -15,17 +15,9 @@ import jinja2
 from pydantic import BaseModel, Field
 
 from evolve.roles.analysis.models import Finding, Group, PairSet
+from trials.harness_api import Cost
 
 TEMPLATE = Path(__file__).with_name("summary.md.j2")
-
-
-class RoleCost(BaseModel):
-    calls: int = 0
-    failed: int = 0
-    cost: float = 0.0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    seconds: float = 0.0
 
 
 class AnalysisResult(BaseModel):
@@ -42,20 +34,18 @@ class AnalysisResult(BaseModel):
         return [{"pair": e["pair"], "status": e["status"], "reason": e["reason"]}
                 for e in self.events if e.get("kind") == "finding" and e.get("status") != "valid"]
 
-    def costs(self) -> dict[str, RoleCost]:
-        out: dict[str, RoleCost] = {}
+    def costs(self) -> dict[str, Cost]:
+        """What each role's calls of this analysis spent (the platform's one cost record)."""
+        out: dict[str, Cost] = {}
         for e in self.events:
             call = e.get("role_call") or {}
             if not call.get("role") or call.get("skipped"):
                 continue
-            c = out.setdefault(call["role"], RoleCost())
             usage = call.get("usage") or {}
-            c.calls += 1
-            c.failed += 1 if call.get("error") else 0
-            c.cost += float(call.get("cost") or 0.0)
-            c.input_tokens += int(usage.get("input_tokens") or 0)
-            c.output_tokens += int(usage.get("output_tokens") or 0)
-            c.seconds += float(call.get("seconds") or 0.0)
+            out.setdefault(call["role"], Cost()).add(
+                int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0),
+                failed=1 if call.get("error") else 0, usd=float(call.get("cost") or 0.0),
+                seconds=float(call.get("seconds") or 0.0))
         return out
 
 
@@ -103,6 +93,6 @@ def render_groups(result: AnalysisResult) -> str:
         if e.get("kind") == "finding" and e.get("status") == "valid" and e.get("reason"):
             lines += [f"  corrected: pair {e['pair']}: {note}" for note in e["reason"].splitlines()]
     for role, c in sorted(result.costs().items()):
-        lines.append(f"  cost {role}: {c.calls} call(s), ${c.cost:.4f}, {c.input_tokens}+{c.output_tokens} tokens, "
+        lines.append(f"  cost {role}: {c.calls} call(s), ${c.usd:.4f}, {c.input_tokens}+{c.output_tokens} tokens, "
                      f"{c.seconds:.1f} s")
     return "\n".join(lines)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evolve.roles.runtime.role import RoleError
+from trials.harness_api import Cost
 
 
 @dataclass
@@ -15,10 +16,17 @@ class Budget:
     """A spending limit shared by the role calls of a round (``max_usd=None``: no limit, still summed)."""
 
     max_usd: float | None = None
-    spent_usd: float = 0.0
-    calls: int = 0
+    spent: Cost = field(default_factory=Cost)  # every call charged so far (the platform's cost record)
     by_role: dict[str, float] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def spent_usd(self) -> float:
+        return self.spent.usd
+
+    @property
+    def calls(self) -> int:
+        return self.spent.calls
 
     @classmethod
     def from_transcripts(cls, folder: str | Path, max_usd: float | None = None) -> Budget:
@@ -45,6 +53,5 @@ class Budget:
 
     def charge(self, role: str, usd: float) -> None:
         with self._lock:
-            self.spent_usd += usd
-            self.calls += 1
+            self.spent.add(usd=usd)
             self.by_role[role] = self.by_role.get(role, 0.0) + usd

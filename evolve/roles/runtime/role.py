@@ -7,6 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from trials.harness_api import Cost
+
 OutputMode = Literal["tool", "prompted", "native"]
 ErrorKind = Literal["invalid_output", "bad_input", "timeout", "budget", "limit", "backend", "replay_miss",
                     "config"]
@@ -46,16 +48,17 @@ class Role(BaseModel):
         default="tool", description="tool: a final_answer tool call; prompted: JSON text; native: JSON schema")
 
 
-class Usage(BaseModel):
-    """Tokens and requests of one call; tool calls and refused tool calls counted by the runtime."""
+class Usage(Cost):
+    """What one role call used: the platform's cost record (tokens; the call's dollars and seconds are the
+    :class:`RoleResult`'s) with the requests it made, and the tool calls and refused tool calls the runtime
+    counted."""
 
-    input_tokens: int = 0
-    output_tokens: int = 0
     requests: int = 0
     tool_calls: int = 0
     refusals: int = 0
 
-    def add(self, other: Usage) -> Usage:
+    def plus(self, other: Usage) -> Usage:
+        """A new record: this one and ``other`` summed, field by field."""
         return Usage(**{k: getattr(self, k) + getattr(other, k) for k in Usage.model_fields})
 
 

@@ -135,7 +135,7 @@ class ClaudeBackend:
                     result = message
             if result is None:
                 raise RoleError(role.name, "backend", "the CLI ended without a result", usage=usage)
-            usage = usage.add(_usage_of(result))
+            usage = usage.plus(_usage_of(result))
             cost += result.total_cost_usd or 0.0
             ctx.transcript.write("result", subtype=result.subtype, is_error=result.is_error,
                                  turns=result.num_turns, cost_usd=result.total_cost_usd,
