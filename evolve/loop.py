@@ -34,29 +34,25 @@ from evolve.experiment.identity import final_rejections
 from evolve.experiment.ledger import (
     EvolveStop,
     GradeEvent,
-    ImplementationEvent,
-    ProposalEvent,
-    ResearchEvent,
     RoundEnd,
     RoundStart,
 )
 from evolve.experiment.lock import experiment_lock
 from evolve.experiment.store import Experiment
-from evolve.experiment.units import unit_file
 from evolve.options import BackendFactory, EvolveOptions, EvolveReport, default_backends
 from evolve.roles.analysis.models import Group
 from evolve.roles.analysis.pairs import make_pairs
-from evolve.roles.analysis.pipeline import Analysis, call_info, error_info
+from evolve.roles.analysis.pipeline import Analysis
 from evolve.roles.analysis.ranking import rank, rejected_attempts
 from evolve.roles.analysis.roles import ANALYST, with_limits
-from evolve.roles.implement import IMPLEMENTER, diff_of, implement, repair_hook
-from evolve.roles.implement.tier_units import prompt_refusal, settings_unit
-from evolve.roles.proposals import PROPOSER, OverfitGuard, ProposalSpec, ProposerInputs, propose
-from evolve.roles.runtime import Role, RoleError
+from evolve.roles.implement import IMPLEMENTER, repair_hook
+from evolve.roles.proposals import OverfitGuard, ProposalSpec
+from evolve.roles.runtime import Role
 from evolve.round.controller import CandidateInput, Checks, Controller, ControllerError
 from evolve.round.grading import grade
 from evolve.round.grading_runs import grading_baseline
 from evolve.round.transfer import run_transfer, transfer_pending
+from evolve.steps import RoundSteps
 from evolve.views.rounds import write_round_summary
 from validate.evaluate import grid_of_job, kill_point
 
@@ -75,6 +71,7 @@ class Evolution:
         self.backends = backends or default_backends(exp)
         self.checks, self.env_factory, self.progress, self.say = checks, env_factory, progress, say
         b = exp.config.budgets
+        self.steps = RoundSteps(self)
         self.budget = LoopBudget(max_usd=options.max_usd if options.max_usd is not None else b.max_usd,
                                  max_tokens=options.max_tokens,
                                  max_trials=options.max_trials if options.max_trials is not None else b.max_trials,
@@ -200,16 +197,16 @@ class Evolution:
         cands = []
         for g, revisit in selected:
             self.say(f"round {n}: research, then a proposal, for group {g.name!r}")
-            research = self._research_unit(n, g, rdir)
+            research = self.steps.research(n, g, rdir)
             lines = [findings[m] for m in g.members if m in findings]
-            made = self._proposal_unit(n, g, lines, research, revisit, pairs.at_risk, guard, ctl, incumbent_dir,
+            made = self.steps.proposal(n, g, lines, research, revisit, pairs.at_risk, guard, ctl, incumbent_dir,
                                        rdir)
             if made is None:
                 continue
             slug, spec = made
             self.say(f"round {n}: the implementer builds {slug!r} on cand/{rkey}-{slug}")
             self.specs[f"{rkey}-{slug}"] = spec
-            branch = self._implementation_unit(n, slug, spec, guard, incumbent, incumbent_dir, rdir)
+            branch = self.steps.implementation(n, slug, spec, guard, incumbent, incumbent_dir, rdir)
             if branch:
                 cands.append(CandidateInput(slug, branch, spec))
         if not cands:
@@ -288,133 +285,6 @@ class Evolution:
         rejected = final_rejections(self.led.events)
         lines = [f"{cid.split(':')[1]}: {e.reason}" for cid in created for e in rejected.get(cid, [])]
         return "; ".join(lines) or "rejected earlier"
-
-    def _research_unit(self, n: int, g: Group, rdir: Path) -> dict[str, Any]:
-        from evolve.roles.researcher import (
-            DISABLED,
-            RESEARCHER,
-            ResearchOutcome,
-            inputs_from_group,
-            research_group,
-        )
-        from research.sources import ResearchError
-
-        key = f"r{n:02d}:research:{g.id}"
-        if (ev := self.led.find("research", key=key)):
-            return ev[0].outcome
-        if not self.opt.external_research:
-            outcome, info = ResearchOutcome(group=g.name, wish=g.wish, outcome="disabled", statement=DISABLED), {}
-        else:
-            role = self.role(RESEARCHER)
-            self.budget.check(self.exp, f"research for group {g.name}", "researcher", role.limits.max_usd)
-            try:
-                research = self._research()
-            except (ResearchError, OSError) as exc:  # offline without a cached corpus: a local design
-                log.warning("research corpus unavailable: %s", exc)
-                research = None
-                outcome = ResearchOutcome(group=g.name, wish=g.wish, outcome="no_precedent",
-                                          statement=f"research corpus unavailable ({exc}): local design")
-                info = {}
-            try:
-                if research is not None:  # the configured role; its result saved before the event
-                    outcome = research_group(inputs_from_group(g), rdir, self.backends("researcher", key),
-                                             research, role=role, saved=unit_file(rdir, key),
-                                             transcripts=rdir / "transcripts")
-                    info = {"role": "researcher", "call_id": outcome.call_id, "transcript": outcome.transcript,
-                            "cost": outcome.cost}
-            except RoleError as exc:
-                outcome = ResearchOutcome(group=g.name, wish=g.wish, outcome="no_precedent",
-                                          statement=f"research failed: {exc}")
-                info = error_info(exc)
-        self._append(ResearchEvent(key=key, round=n, group=g.id, outcome=outcome.model_dump(mode="json"),
-                                   role_call=info), "evolve-research")
-        return outcome.model_dump(mode="json")
-
-    def history(self) -> list[str]:
-        """Earlier proposals and what became of them, for the next proposer."""
-        lines = [f"round {e.round}: {e.grade.get('line', '')}" for e in self.led.find("grade")]
-        lines += [f"round {e.round}: {e.slug} refused: {e.reason[:300]}" for e in self.led.find("proposal")
-                  if e.status == "refused"]
-        return lines
-
-    def _proposal_unit(self, n: int, g: Group, findings: list[str], research: dict[str, Any], revisit: str,
-                       stable: list[str],
-                       guard: OverfitGuard, ctl: Controller, workspace: Path,
-                       rdir: Path) -> tuple[str, ProposalSpec] | None:
-        key = f"r{n:02d}:proposal:{g.id}"
-        if (ev := self.led.find("proposal", key=key)):
-            e = ev[0]
-            return (e.slug, ProposalSpec.model_validate(e.proposal)) if e.status == "valid" else None
-        role = self.role(PROPOSER)
-        self.budget.check(self.exp, f"proposal for group {g.name}", "proposer", role.limits.max_usd)
-        refs = [{"id": r["reference"]["id"], "framework": r["reference"].get("framework", ""),
-                 "path": r["reference"].get("path", ""), "how": r["note"]["how"]}
-                for r in research.get("references", [])]
-        inputs = ProposerInputs(group={"id": g.id, "name": g.name, "wish": g.wish, "tasks": g.tasks,
-                                       "behaviours": g.behaviours},
-                                findings=findings, references=refs, history=self.history(),
-                                revisit=revisit, dev_tasks=ctl.dev_tasks(), stable_tasks=stable,
-                                tiers=list(self.opt.tiers))
-        try:
-            spec, verdict, res = propose(inputs, workspace, self.backends("proposer", key), guard, role=role,
-                                         saved=unit_file(rdir, key), transcripts=rdir / "transcripts",
-                                         harness=workspace)
-        except RoleError as exc:
-            self._append(ProposalEvent(key=key, round=n, slug="", status="failed", reason=str(exc),
-                                       role_call=error_info(exc)), "evolve-proposal")
-            return None
-        group = g.model_dump(mode="json", include={"id", "name", "wish", "signature", "failing_runs", "tasks"})
-        revisit_of = self._evidence_slug(g) if revisit else None
-        spec = spec.model_copy(update={"group": group, "revisit_of": revisit_of})
-        used = {e.slug for e in self.led.find("proposal") if e.round == n}
-        slug, i = spec.mechanism, 2
-        while slug in used:
-            slug, i = f"{spec.mechanism}-{i}", i + 1
-        status = "refused" if verdict.refused else "valid"
-        self._append(ProposalEvent(key=key, round=n, slug=slug, status=status, proposal=spec.model_dump(mode="json"),
-                                   reason=verdict.reason(), role_call=call_info(res)), "evolve-proposal")
-        return (slug, spec) if status == "valid" else None
-
-    def _evidence_slug(self, g: Group) -> str | None:
-        for e in self.led.find("candidate_created"):
-            if (e.proposal.get("group") or {}).get("signature") == g.signature:
-                return e.key.split(":")[1]
-        return None
-
-    def _implementation_unit(self, n: int, slug: str, spec: ProposalSpec, guard: OverfitGuard, incumbent: str,
-                             incumbent_dir: Path, rdir: Path) -> str | None:
-        key = f"r{n:02d}:implementation:{slug}"
-        if (ev := self.led.find("implementation", key=key)):
-            return ev[0].branch if ev[0].status == "done" else None
-        if spec.tier == "settings":  # made from the proposal alone: no coding agent, no model call
-            event = settings_unit(self.exp, n, slug, spec, guard, incumbent, incumbent_dir, key)
-            self._append(event, "evolve-implementation")
-            return event.branch if event.status == "done" else None
-        role = self.role(IMPLEMENTER)
-        self.budget.check(self.exp, f"implementation of {slug}", "implementer", role.limits.max_usd)
-        try:
-            branch, commit, res = implement(self.exp, n, spec, self.backends("implementer", key), slug=slug,
-                                            incumbent_dir=incumbent_dir, role=role, saved=unit_file(rdir, key),
-                                            transcripts=rdir / "transcripts")
-        except RoleError as exc:
-            self._append(ImplementationEvent(key=key, round=n, slug=slug, status="failed", reason=str(exc),
-                                             role_call=error_info(exc)), "evolve-implementation")
-            return None
-        diff = diff_of(self.exp, self.exp.commit_of(incumbent), commit)
-        verdict = guard.check_patch(diff)
-        status, reason = "done", ""
-        if not diff.strip():
-            status, reason = "failed", "the implementer changed nothing"
-        elif verdict.refused:
-            status, reason = "refused", verdict.reason()
-        elif spec.tier == "prompt" and (refusal := prompt_refusal(
-                self.exp, incumbent, commit, self.exp.root / "worktrees" / f"r{n:02d}-{slug}" / "harness",
-                incumbent_dir)):
-            status, reason = "refused", refusal
-        self._append(ImplementationEvent(key=key, round=n, slug=slug, status=status, branch=branch, commit=commit,
-                                         reason=reason, report=res.output.model_dump(mode="json"),
-                                         role_call=call_info(res)), "evolve-implementation")
-        return branch if status == "done" else None
 
     def _grade_unit(self, n: int, c: Any, spec: ProposalSpec, baseline: dict, source: str) -> None:
         ev = self.led.find("evaluation", key=f"{c.commit}:evaluation")

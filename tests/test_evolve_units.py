@@ -129,7 +129,7 @@ def test_the_researcher_runs_its_configured_role_and_its_failure_is_saved(tmp_pa
               failing_runs=["write-json__2"], behaviours=[], signature="wish:check")
     rdir = exp.root / "rounds" / "r01"
     rdir.mkdir(parents=True)  # the analysis made it
-    out = evo._research_unit(1, g, rdir)
+    out = evo.steps.research(1, g, rdir)
     assert [r.limits.max_turns for r in backend.roles] == [3]  # the experiment's limits, not the registered 10
     assert out["outcome"] == "no_precedent" and "research failed" in out["statement"]
     (ev,) = exp.ledger.find("research")

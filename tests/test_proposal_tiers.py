@@ -114,14 +114,14 @@ def test_a_refused_settings_proposal_is_booked_like_the_guards_refusals(tmp_path
     ctl = Controller(exp)
     group = Group(id="g1", name=GROUP["name"], wish=GROUP["wish"], members=["f1"], tasks=["write-json"],
                   behaviours=["completion.handshake"], signature="completion.handshake")
-    made = evo._proposal_unit(1, group, ["f1"], {}, "", [], OverfitGuard(STARTER, DEV), ctl,
+    made = evo.steps.proposal(1, group, ["f1"], {}, "", [], OverfitGuard(STARTER, DEV), ctl,
                               ctl.version_dir("v0"), exp.root / "rounds" / "r01")
     assert made is None
     (event,) = exp.ledger.find("proposal")
     assert event.status == "refused" and "model.not_a_switch" in event.reason
     assert event.proposal["tier"] == "settings"
     assert "its switches under model.: model.interleaved_thinking" in event.reason
-    assert "refused: setting model.not_a_switch is not a switch" in "\n".join(evo.history())  # the next proposer
+    assert "refused: setting model.not_a_switch is not a switch" in "\n".join(evo.steps.history())  # the next proposer
 
 
 # ------------------------------------------------------------------------------------------------ prompt tier
