@@ -21,7 +21,7 @@ from _support import quick_flag, require
 
 from trials.agents import oracle_agent
 from trials.environments.local import bwrap_available
-from trials.job import run_job
+from trials.grid import run_job
 from trials.results import JobConfig
 from trials.tasks import load_task_set
 

@@ -27,7 +27,7 @@ from _support import HELLO, quick_flag, require
 from trials.agents import oracle_agent
 from trials.environments.local import bwrap_available
 from trials.executors.config import ExecutorConfig
-from trials.job import run_job
+from trials.grid import run_job
 from trials.results import JobConfig
 
 

@@ -29,7 +29,7 @@ from trials.endpoints.pool import EndpointPool
 from trials.endpoints.spec import EndpointSpec
 from trials.environments.local import bwrap_available
 from trials.executors.config import ExecutorConfig
-from trials.job import run_job
+from trials.grid import run_job
 from trials.results import JobConfig, TrialResult
 
 REPO = Path(__file__).resolve().parent.parent

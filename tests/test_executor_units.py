@@ -17,7 +17,7 @@ from trials.executors.config import ExecutorConfig
 from trials.executors.delivery import INCOMING, deliver_tar, materialize, rewrite_paths, ship
 from trials.executors.ray_executor import slots_offered
 from trials.executors.ray_worker import relocate_agent, run_on_worker, trial_limit
-from trials.job import run_cell, run_job
+from trials.grid import run_cell, run_job
 from trials.results import JobConfig, TrialResult
 
 
@@ -170,7 +170,8 @@ def test_run_cell_gives_up_after_the_allowed_reruns(tmp_path):
             return res
 
     ex = AlwaysLost()
-    call = TrialCall(task, fake_agent(), None, tmp_path / "job" / "a__r1", "local", "j")
+    call = TrialCall(task=task, agent=fake_agent(), endpoint=None, trial_dir=tmp_path / "job" / "a__r1",
+                     env_kind="local", job_id="j")
     res = asyncio.run(run_cell(ex, call, reruns=1))
     assert res.is_infra and len(ex.calls) == 2  # the ⊥ stays: the grid is incomplete, never silently dropped
     assert (tmp_path / "job" / "a__r1.attempt-1").is_dir()

@@ -8,7 +8,7 @@ import re
 
 from rich.console import Console
 
-from trials.job import run_job
+from trials.grid import run_job
 from trials.progress import GridProgress
 
 from .test_job_resume import Factory, _setup

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from trials.job import JobError, job_lock, run_job
+from trials.grid import run_job
+from trials.job import JobError, job_lock
 from trials.results import JobConfig, JobResult, TrialResult
 
 from .test_runner_fake_env import DirEnv, fake_agent, make_task

@@ -26,7 +26,7 @@ from trials.agents import oracle_agent
 from trials.environments.local import bwrap_available
 from trials.executors.config import ExecutorConfig
 from trials.executors.local_cluster import LocalRayCluster
-from trials.job import run_job
+from trials.grid import run_job
 from trials.results import JobConfig, TrialResult
 
 pytestmark = [pytest.mark.ray, pytest.mark.sandbox,

@@ -78,11 +78,14 @@ def test_scan_cells_keeps_finished_and_reruns_infra_cut_off_and_new(tmp_path):
 
 
 def test_job_and_full_evaluation_share_the_rule():
-    """Issue 15 item 14: one function decides which cells are finished; neither grid carries its own copy."""
+    """Issue 15 item 14: one function decides which cells are finished; neither grid carries its own copy.
+    Issue 31: both grids are one runner (``trials.grid.run_cells``), which reads the folder through that rule."""
     import inspect
 
-    from trials import job
+    from trials import grid
     from validate import evaluate
 
-    for source in (inspect.getsource(job.run_job), inspect.getsource(evaluate.run_grid)):
-        assert "scan_cells(config, job_dir)" in source and "read_result(" not in source
+    assert "scan_cells(config, job_dir)" in inspect.getsource(grid)
+    for source in (inspect.getsource(grid.run_job), inspect.getsource(evaluate.run_grid)):
+        assert "run_cells(" in source and "scan_cells(" not in source and "read_result(" not in source
+    assert "read_result(" not in inspect.getsource(grid)

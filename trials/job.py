@@ -1,4 +1,4 @@
-"""A job: the tasks × r grid of trials, bounded concurrency, a progress bar, and resume.
+"""A job folder: the tasks × r grid of trials in it, its lock, its config, and the rules of resume.
 
 Job folder: ``config.json`` (:class:`JobConfig`), ``job.lock``, one ``<task>__r<k>/`` per cell,
 ``job_result.json`` (metrics + every cell). Resume rules:
@@ -11,15 +11,13 @@ Job folder: ``config.json`` (:class:`JobConfig`), ``job.lock``, one ``<task>__r<
 ``job.lock`` holds an ``flock`` for the life of the run, so a second run of the same folder is refused while a
 killed run's lock (the kernel drops it with the process) is taken over; the pid in it is for the message.
 
-Where trials run is the executor's business (``trials.executors``: ``local`` by default, or ``ray``); whichever
-runs them, a cell is finished only once its ``result.json`` is in this folder. :func:`run_cell` is the one
-place that runs a cell: an attempt lost with its Ray node or its model replica (an endpoint pool) is kept as
-``<trial>.attempt-N`` and run once more in the same invocation, elsewhere.
+Running the grid is ``trials.grid``'s (``run_job``, and the runner ``validate.evaluate.run_grid`` shares); where
+trials run is the executor's business (``trials.executors``: ``local`` by default, or ``ray``); whichever runs
+them, a cell is finished only once its ``result.json`` is in this folder.
 """
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import fcntl
 import logging
@@ -29,21 +27,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import psutil
-from rich.console import Console
 
-from .endpoints.pool import EndpointPool
 from .errors import RiseError
-from .executors.base import Executor, TrialCall, make_executor, opened
-from .executors.config import ExecutorConfig
-from .executors.delivery import clear_incoming
 from .harness_api import CostLedger
 from .metrics import GridMetrics, compute_metrics, grid_from_results
-from .progress import GridProgress, Tally, outcome_text
 from .results import FormatError, JobConfig, JobResult, TrialResult, TrialSummary
-from .runner import EnvFactory
 
 log = logging.getLogger(__name__)
 
@@ -95,8 +85,9 @@ Cell = tuple[str, int]
 class CellScan:
     """Where a grid folder stands before a (resumed) run: the one rule for which cells are finished.
 
-    Shared by :func:`run_job` and ``validate.evaluate.run_grid``; what each does with ``todo`` differs (a job moves
-    every such folder aside at once, a grid that may stop early moves one aside only when it reruns it)."""
+    The grid runner (``trials.grid.run_cells``) reads it for ``run_job`` and ``validate.evaluate.run_grid``; what
+    each does with ``todo`` differs (a job moves every such folder aside at once, a grid that may stop early
+    moves one aside only when it reruns it)."""
 
     finished: dict[Cell, TrialResult]  # readable result.json, not ⊥: kept, never run again
     infra: dict[Cell, TrialResult]  # ⊥ so far: to run again
@@ -151,7 +142,7 @@ def move_aside(trial_dir: Path) -> Path:
     return dest
 
 
-def _prepare_config(config: JobConfig, job_dir: Path, resume: bool, force_config: bool) -> None:
+def prepare_config(config: JobConfig, job_dir: Path, resume: bool, force_config: bool) -> None:
     path = job_dir / "config.json"
     if path.exists():
         if not resume:
@@ -199,97 +190,6 @@ def summarize(config: JobConfig, job_dir: Path, trials_run: int = 0, started_at:
                      metrics=metrics.model_dump(mode="json"), trials=summaries, started_at=started_at,
                      finished_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
                      trials_run=trials_run, cost=cost)
-
-
-async def run_cell(executor: Executor, call: TrialCall, *, pool: EndpointPool | None = None,
-                   reruns: int = 1) -> TrialResult:
-    """Run one cell through ``executor`` (the caller holds an ``executor.slot()``). With ``pool`` the attempt
-    gets the least-loaded replica. An attempt lost with its node (``executor.rerun_cause``) or with its
-    replica (``pool.report``) is moved aside and run again, at most ``reruns`` times; the last attempt's
-    result is returned and is the one in ``call.trial_dir``."""
-    attempt = 0
-    while True:
-        replica = await pool.acquire() if pool is not None and call.endpoint is not None else None
-        try:
-            res = await executor.run(call.with_endpoint(replica.base_url) if replica else call)
-        finally:
-            if replica is not None:
-                pool.release(replica)
-        lost = executor.rerun_cause(res)
-        if replica is not None and res.is_infra:
-            lost = await pool.report(replica, res.infra_cause) or lost
-        if not lost or attempt >= reruns:
-            return res
-        attempt += 1
-        moved = move_aside(Path(call.trial_dir))
-        log.warning("%s lost its %s (%s); rerunning it (attempt kept in %s)", Path(call.trial_dir).name,
-                    "model replica" if res.infra_cause in ("model_unreachable", "model_server") else "node",
-                    res.infra_cause, moved.name)
-
-
-def executor_for(executor: ExecutorConfig | Executor | None, concurrency: int) -> Executor:
-    """An executor object for a config (None: local with the job's concurrency)."""
-    return executor if isinstance(executor, Executor) else make_executor(executor, concurrency)
-
-
-async def run_job(config: JobConfig, job_dir: Path, resume: bool = False, force_config: bool = False, *,
-                  progress: bool = True, env_factory: EnvFactory | None = None, tasks: list[Any] | None = None,
-                  console: Console | None = None, executor: ExecutorConfig | Executor | None = None
-                  ) -> JobResult:
-    """Run (or resume) the grid in ``job_dir`` and write ``job_result.json``. ``executor`` says where the
-    trials run (default: here, ``config.concurrency`` at a time); its ``replicas`` make an endpoint pool."""
-    job_dir = Path(job_dir).resolve()
-    job_dir.mkdir(parents=True, exist_ok=True)
-    started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    with job_lock(job_dir):
-        _prepare_config(config, job_dir, resume, force_config)
-        await asyncio.to_thread(reap, config.env_kind, config.job_id)
-        clear_incoming(job_dir)
-        if tasks is None:
-            from .tasks import load_task_set
-
-            tasks = load_task_set(Path(config.tasks_dir), config.task_names)
-        by_name = {t.name: t for t in tasks}
-        missing = sorted(set(config.task_names) - set(by_name))
-        if missing:
-            raise JobError(f"tasks not found in {config.tasks_dir}: {', '.join(missing)}")
-
-        scan, tally = scan_cells(config, job_dir), Tally()
-        for res in scan.finished.values():
-            tally.add(res)
-        for tdir in scan.folders_to_move(job_dir):
-            moved = move_aside(tdir)
-            log.info("rerunning %s (previous attempt kept in %s)", tdir.name, moved.name)
-        todo = scan.todo
-
-        runner = executor_for(executor, config.concurrency)
-        exec_cfg = executor if isinstance(executor, ExecutorConfig) else None
-        pool = EndpointPool.of(config.endpoint, exec_cfg.replicas if exec_cfg else [])
-        reruns = exec_cfg.node_lost_reruns if exec_cfg else 1
-        shown = GridProgress(config.job_id, total=len(cells(config)), done=len(cells(config)) - len(todo),
-                             console=console, enabled=progress)
-
-        async def one(t: str, k: int) -> None:
-            call = TrialCall(by_name[t], config.agent, config.endpoint, job_dir / trial_name(t, k),
-                             config.env_kind, config.job_id, config.settings, config.verifier_endpoint,
-                             repetition=k, env_factory=env_factory)
-            async with runner.slot():
-                shown.started_trial(trial_name(t, k))
-                res = await run_cell(runner, call, pool=pool, reruns=reruns)
-            tally.add(res)
-            shown.finished_trial(trial_name(t, k), outcome_text(res), tally.text(), tally.plain())
-
-        async with opened(runner):
-            await runner.reap(config.env_kind, config.job_id)
-            with shown.shown(tally.text()):
-                async with asyncio.TaskGroup() as group:
-                    for t, k in todo:
-                        group.create_task(one(t, k))
-        clear_incoming(job_dir)  # every delivery has been renamed into place; drop the empty staging folder
-
-        result = summarize(config, job_dir, trials_run=len(todo), started_at=started)
-        result.write(job_dir / "job_result.json")
-        return result
 
 
 def load_job(job_dir: Path) -> tuple[JobConfig, list[TrialResult], GridMetrics]:

@@ -1,8 +1,8 @@
 """Screening and full evaluation of a harness version: grids of trials whose every completion is booked.
 
-``run_grid`` runs a tasks × r grid in a job folder with the pieces of ``trials.job`` (cell order, lock, reaping,
-which cells are finished (``scan_cells``, the rule ``rise eval --resume`` uses too), moving cut-off or ⊥
-attempts aside, ``job_result.json``), but cell by cell so that
+``run_grid`` runs a tasks × r grid in a job folder with the runner of ``rise eval`` (``trials.grid.run_cells``:
+cell order, lock, reaping, which cells are finished (``scan_cells``, the rule ``rise eval --resume`` uses too),
+moving cut-off or ⊥ attempts aside, ``job_result.json``), and adds through its hooks (``GridHooks``) that
 
 - every finished trial is handed to a :class:`TrialBook` the moment its ``result.json`` exists (the controller
   books it in the experiment ledger as ``TrialDone``); a resumed grid keeps every finished cell and books one
@@ -24,8 +24,6 @@ SIGKILLs itself the n-th time (default 1st) it passes ``stage``, so kill -9 resu
 
 from __future__ import annotations
 
-import asyncio
-import datetime as dt
 import hashlib
 import logging
 import os
@@ -33,30 +31,18 @@ import signal
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from monitor.store import TrialTrace
 from trials.agents import AgentSpec
-from trials.endpoints.pool import EndpointPool
 from trials.endpoints.spec import EndpointSpec
 from trials.errors import RiseError
-from trials.executors.base import TrialCall, opened
 from trials.executors.config import ExecutorConfig
-from trials.executors.delivery import clear_incoming
-from trials.job import (
-    cells,
-    executor_for,
-    job_lock,
-    move_aside,
-    reap,
-    run_cell,
-    scan_cells,
-    summarize,
-    trial_name,
-)
+from trials.grid import GridHooks, run_cells
+from trials.job import CellScan, trial_name
 from trials.metrics import Grid, GridMetrics, compute_metrics, grid_from_results
-from trials.progress import GridProgress, Tally, outcome_text
 from trials.results import JobConfig, TrialResult
 from trials.runner import EnvFactory
 
@@ -192,88 +178,34 @@ async def run_grid(plan: GridPlan, book: TrialBook, *, stop: Callable[[Grid], bo
                    env_factory: EnvFactory | None = None, infra_retries: int = 1, progress: bool = False,
                    tasks: list[Any] | None = None) -> GridOutcome:
     """Run (or resume) ``plan``'s grid, booking each trial as it finishes (see the module docstring)."""
-    job_dir = plan.job_dir.resolve()
-    job_dir.mkdir(parents=True, exist_ok=True)
-    config = plan.job_config()
-    started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    with job_lock(job_dir):
-        _check_config(config, job_dir)
-        await asyncio.to_thread(reap, config.env_kind, config.job_id)
-        clear_incoming(job_dir)
-        if tasks is None:
-            from trials.tasks import load_task_set
+    job_dir, config = plan.job_dir.resolve(), plan.job_config()
 
-            tasks = load_task_set(Path(config.tasks_dir), config.task_names)
-        by_name = {t.name: t for t in tasks}
-        if (absent := sorted(set(config.task_names) - set(by_name))):
-            raise EvaluationError(f"tasks not found in {config.tasks_dir}: {', '.join(absent)}")
+    def booked(res: TrialResult, trial_dir: Path) -> None:
+        book.record(res, trial_dir)
+        kill_point(f"{plan.purpose}:trial")
 
-        scan = scan_cells(config, job_dir)  # the same rule as ``rise eval --resume``
-        for t, k in scan.todo:
-            if book.finished(t, k):
-                raise EvaluationError(f"{job_dir / trial_name(t, k)}: booked as finished but its result.json is "
-                                      "gone or ⊥; the job folder was changed by hand")
-        for (t, k), res in scan.finished.items():
-            if not book.finished(t, k):  # finished, but a kill came before its booking
-                book.record(res, job_dir / trial_name(t, k))
-        # ⊥ cells stay in the grid as ⊥ (and in their folders) until rerun: a stopped grid never reruns some
-        results: dict[tuple[str, int], TrialResult] = {**scan.finished, **scan.infra}
-        todo = list(scan.todo)
+    def decided(results: dict[tuple[str, int], TrialResult]) -> bool:
+        return stop is not None and stop(decision_grid(results.values(), config.task_names, config.r))
 
-        stopped = stop is not None and bool(todo) and stop(_outcome(plan, config, results, False, 0).grid)
-        ran = 0
-        runner = executor_for(plan.executor, config.concurrency)
-        pool = EndpointPool.of(config.endpoint, plan.executor.replicas if plan.executor else [])
-        tally = Tally()
-        for res in results.values():
-            tally.add(res)
-        # plain lines (one per trial, a heartbeat a minute) when stderr is not a terminal: an overnight log
-        shown = GridProgress(f"{plan.purpose} {job_dir.name}", total=len(cells(config)),
-                             done=len(cells(config)) - len(todo), enabled=progress)
-
-        async def one(t: str, k: int) -> None:
-            nonlocal stopped, ran
-            async with runner.slot():
-                if stopped:
-                    return
-                tdir = job_dir / trial_name(t, k)
-                if tdir.exists():
-                    move_aside(tdir)  # kills an agent a killed run orphaned, keeps the evidence
-                call = TrialCall(by_name[t], config.agent, config.endpoint, tdir, config.env_kind, config.job_id,
-                                 config.settings, config.verifier_endpoint, repetition=k, env_factory=env_factory)
-                shown.started_trial(tdir.name)
-                res = await run_cell(runner, call, pool=pool,
-                                     reruns=plan.executor.node_lost_reruns if plan.executor else 1)
-                ran += 1
-                results[(t, k)] = res
-                book.record(res, tdir)
-                tally.add(res)
-                shown.finished_trial(tdir.name, outcome_text(res), tally.text(), tally.plain())
-                kill_point(f"{plan.purpose}:trial")
-                if stop is not None and not stopped and stop(_outcome(plan, config, results, False, 0).grid):
-                    stopped = True
-
-        async with opened(runner):
-            await runner.reap(config.env_kind, config.job_id)
-            with shown.shown(tally.text()):
-                for attempt in range(infra_retries + 1):
-                    if not todo or stopped:
-                        break
-                    if attempt:
-                        log.warning("%s: rerunning %d ⊥ cell(s) (retry %d)", job_dir, len(todo), attempt)
-                    async with asyncio.TaskGroup() as group:
-                        for t, k in todo:
-                            group.create_task(one(t, k))
-                    todo = [(t, k) for t, k in todo if (t, k) in results and results[(t, k)].is_infra]
-        clear_incoming(job_dir)
-
-        outcome = _outcome(plan, config, results, stopped and not _full(results, config), ran)
-        summarize(config, job_dir, trials_run=ran, started_at=started).write(job_dir / "job_result.json")
-        return outcome
+    hooks = GridHooks(on_scan=partial(_book_scan, book, job_dir), on_trial=booked, infra_retries=infra_retries,
+                      stop=decided if stop is not None else None, keep_until_rerun=True)
+    # plain lines (one per trial, a heartbeat a minute) when stderr is not a terminal: an overnight log
+    run = await run_cells(config, job_dir, check_config=_check_config, label=f"{plan.purpose} {job_dir.name}",
+                          hooks=hooks, executor=plan.executor, env_factory=env_factory, tasks=tasks,
+                          progress=progress, error=EvaluationError)
+    return _outcome(plan, config, run.results, run.stopped, run.ran)
 
 
-def _full(results: dict[tuple[str, int], TrialResult], config: JobConfig) -> bool:
-    return all((t, k) in results for t, k in cells(config))
+def _book_scan(book: TrialBook, job_dir: Path, scan: CellScan) -> None:
+    """Before a (resumed) grid runs: the book and the folder must agree on what is finished, and a finished
+    cell whose booking a kill cut off is booked now (never run again)."""
+    for t, k in scan.todo:
+        if book.finished(t, k):
+            raise EvaluationError(f"{job_dir / trial_name(t, k)}: booked as finished but its result.json is "
+                                  "gone or ⊥; the job folder was changed by hand")
+    for (t, k), res in scan.finished.items():
+        if not book.finished(t, k):  # finished, but a kill came before its booking
+            book.record(res, job_dir / trial_name(t, k))
 
 
 def stop_when_decided(baseline: Grid, tasks: list[str], r: int, policy: Policy = "paper",

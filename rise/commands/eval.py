@@ -168,7 +168,7 @@ def eval_cmd(
     = None,
 ) -> None:
     """Run a tasks × r grid of trials (or resume one) and print its metrics."""
-    from trials.job import run_job
+    from trials.grid import run_job
     from trials.settings_check import check_settings
     from trials.tasks import load_task_set
 

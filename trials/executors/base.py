@@ -1,10 +1,11 @@
-"""The executor interface behind the grid runners, and the ``local`` executor.
+"""The executor interface behind the grid runner, and the ``local`` executor.
 
-A grid runner (``trials.job.run_job``, ``validate.evaluate.run_grid``) decides *which* cells run and owns the
-job folder; an executor decides *where* one attempt of a cell runs. Contract of :meth:`Executor.run`: when it
-returns, the attempt's ``result.json`` is in ``call.trial_dir`` (the driver's job folder), written or
-delivered atomically, and the returned result is that file's content. Runners hold a :meth:`Executor.slot`
-around each call, so a runner can decide not to start a cell (sequential stopping) after waiting for room.
+The grid runner (``trials.grid.run_cells``, behind ``run_job`` and ``validate.evaluate.run_grid``) decides
+*which* cells run and owns the job folder; an executor decides *where* one attempt of a cell runs. Contract of
+:meth:`Executor.run`: when it returns, the attempt's ``result.json`` is in ``call.trial_dir`` (the driver's job
+folder), written or delivered atomically, and the returned result is that file's content. The runner holds a
+:meth:`Executor.slot` around each call, so it can decide not to start a cell (sequential stopping) after
+waiting for room. ``trials.executors.factory.make_executor`` picks the executor of a grid.
 """
 
 from __future__ import annotations
@@ -23,9 +24,10 @@ from ..results import TrialResult
 from ..runner import EnvFactory, run_trial
 
 
-@dataclass
+@dataclass(kw_only=True)
 class TrialCall:
-    """Everything one attempt of one cell needs (the arguments of ``trials.runner.run_trial``)."""
+    """Everything one attempt of one cell needs (the arguments of ``trials.runner.run_trial``); built by
+    keyword only."""
 
     task: Any
     agent: AgentSpec
@@ -89,15 +91,6 @@ class LocalExecutor(Executor):
         return await run_trial(call.task, call.agent, call.endpoint, call.trial_dir, call.env_kind, call.job_id,
                                call.settings, call.verifier_endpoint, repetition=call.repetition,
                                env_factory=call.env_factory)
-
-
-def make_executor(config: Any, concurrency: int = 1) -> Executor:
-    """An executor for an :class:`~trials.executors.config.ExecutorConfig` (None means local)."""
-    if config is None or config.kind == "local":
-        return LocalExecutor(concurrency)
-    from .ray_executor import RayExecutor
-
-    return RayExecutor(config)
 
 
 @asynccontextmanager
