@@ -25,6 +25,7 @@ from evolve.agents.config import AgentsConfig
 from evolve.ledger import FindingEvent, GroupEvent, Ledger, ReviewEvent
 from evolve.store import Experiment
 from handbook.model import HANDBOOK_FILE, Handbook, HandbookError, loads_handbook
+from trials.harness_api import ATIF_TRAJECTORY_FILE, RICH_TRAJECTORY_FILE
 from validate.evaluate import kill_point
 
 from .evidence import TraceIndex, attribute_spans, check_finding, salvage
@@ -142,7 +143,8 @@ class Analysis:
         for name in {p.success.trial for p in pairs.pairs} | {p.failure.trial for p in pairs.pairs}:
             dst = corpus / name
             (dst / "agent").mkdir(parents=True, exist_ok=True)
-            for rel in ("result.json", "agent/trajectory.json", "agent/trial_spec.json"):
+            for rel in ("result.json", f"agent/{RICH_TRAJECTORY_FILE}", f"agent/{ATIF_TRAJECTORY_FILE}",
+                        "agent/trial_spec.json"):
                 if (self.corpus / name / rel).is_file() and not (dst / rel).is_file():
                     shutil.copy2(self.corpus / name / rel, dst / rel)
         return ws, corpus, None
