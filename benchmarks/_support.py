@@ -90,5 +90,7 @@ async def seed_trial(responder: Any, trial_dir: Path, *, task_dir: Path = HELLO,
 
 
 def steps_of(trial_dir: Path) -> Iterator[dict]:
-    """The steps of the trial's trajectory.json."""
-    yield from json.loads((trial_dir / "agent" / "trajectory.json").read_text())["steps"]
+    """The steps of the trial's rich trajectory (``trajectory.rich.json``, or an older run's trajectory.json)."""
+    from trials.harness_api import rich_trajectory_path
+
+    yield from json.loads(rich_trajectory_path(trial_dir / "agent").read_text())["steps"]

@@ -24,7 +24,8 @@ DEFAULT_TRIALS = REPO / "tests" / "data" / "analysis" / "trials"
 
 
 def trial_folders(root: Path) -> list[Path]:
-    return sorted(p.parent.parent for p in root.rglob("agent/trajectory.json"))
+    return sorted({p.parent.parent for name in ("trajectory.json", "trajectory.rich.json")
+                   for p in root.rglob(f"agent/{name}")})
 
 
 def best_ms(fn, rounds: int) -> float:
@@ -45,7 +46,7 @@ def main() -> None:
     from evolve.roles.analysis.digest import compute_digest, digest
 
     found = trial_folders(args.trials)
-    require(bool(found), f"trial folders (agent/trajectory.json) under {args.trials}")
+    require(bool(found), f"trial folders (agent/trajectory*.json) under {args.trials}")
     rounds = 1 if args.quick else args.rounds
     with tempfile.TemporaryDirectory() as tmp:  # digests are cached beside trials: never write into the repo
         rows = []

@@ -4,7 +4,7 @@ Runs the real seed agent (real tmux in the real local sandbox, real HTTP to the 
 server, the real trajectory writer) for ``--steps`` episodes whose commands ask for no wait, then two
 completion claims. Per step: overhead = step wall time − model call time − requested command waits; it covers
 token counting, sending keys, capturing the pane twice, building the observation, parsing, the handshake and
-rewriting trajectory.json. Prints the median and p90 in milliseconds and the share of the run's wall time
+rewriting the trajectory. Prints the median and p90 in milliseconds and the share of the run's wall time
 spent on overhead, for a run with a fixed per-request ``--delay`` (a stand-in for model latency) and with
 commands that wait ``--duration`` seconds.
 
@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
-import json
 import statistics
 import tempfile
 import time
@@ -84,7 +83,7 @@ async def trial_phases(env_kind: str, wait: float = 1.0) -> dict[str, float]:
             res = await runner.run_trial(load_task(HELLO), resolve_agent("seed"),
                                          EndpointSpec(base_url=srv.base_url, model="scripted"), trial_dir,
                                          env_kind, job_id=f"bench-phases-{env_kind}")
-            steps = json.loads((trial_dir / "agent" / "trajectory.json").read_text())["steps"]
+            steps = list(steps_of(trial_dir))
     finally:
         runner.run_agent_process = launch
     if res.status != "passed":

@@ -218,7 +218,7 @@ class Agent:
             "summarizations": self.context.summarizations, "subcall_files": self.context.subcall_files,
             "requests": self.caller.request_log})
         self.trajectory.write()
-        if self.s.trajectory.atif_file:
+        if self.s.trajectory.atif_file not in ("", self.s.trajectory.file):  # never over the rich record
             self.trajectory.write_atif(self.agent_dir / self.s.trajectory.atif_file)
         try:
             await self.session.env.download(self.s.tmux.pane_log, self.agent_dir / "pane.log")

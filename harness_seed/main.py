@@ -2,10 +2,10 @@
 
 ``main(["--spec", PATH])`` attaches to the sandbox named in the spec, builds the model client from its
 endpoint, runs :class:`loop.Agent`, and writes ``agent_result.json`` (an ``AgentOutcome``) and the final
-``trajectory.json`` into ``spec.agent_dir`` whatever happens: ``model_unreachable`` when the model server
-could not be reached after the retries (the runner scores that ⊥), the cause of any other infrastructure
-error (``sandbox``...), ``agent_timeout`` past the spec's timeout, ``terminated`` on SIGTERM, and ``crash``
-with the traceback for anything else.
+trajectories (``trajectory.rich.json``; ``trajectory.json``, strict ATIF) into ``spec.agent_dir`` whatever
+happens: ``model_unreachable`` when the model server could not be reached after the retries (the runner scores
+that ⊥), the cause of any other infrastructure error (``sandbox``...), ``agent_timeout`` past the spec's
+timeout, ``terminated`` on SIGTERM, and ``crash`` with the traceback for anything else.
 """
 
 from __future__ import annotations
@@ -86,7 +86,8 @@ async def run_trial(spec: api.TrialSpec) -> api.AgentOutcome:
             outcome.metadata = {"summarizations": agent.context.summarizations,
                                 "model_requests": len(agent.caller.request_log),
                                 "model_request_sec": [round(r["sec"], 3) for r in agent.caller.request_log],
-                                "trajectory": settings.trajectory.file}
+                                "trajectory": settings.trajectory.file,
+                                "atif_trajectory": settings.trajectory.atif_file}
             try:
                 outcome.cost.price(spec.endpoint.price, spec.verifier_endpoint.price if spec.verifier_endpoint
                                    else None)

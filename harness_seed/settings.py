@@ -79,8 +79,8 @@ class ModelSettings(_Section):
 
 
 class TrajectorySettings(_Section):
-    file: str = "trajectory.json"
-    atif_file: str = "trajectory.atif.json"
+    file: str = "trajectory.rich.json"  # the working record analysis reads, rewritten every episode
+    atif_file: str = "trajectory.json"  # strict ATIF v1.8 (Harbor's tools), written at the end; "" = not written
 
 
 class Settings(_Section):

@@ -1,9 +1,13 @@
-"""``trajectory.json``: the agent's side of the dual trace, ATIF-compatible (schema ATIF-v1.4).
+"""The agent's side of the dual trace, in two files (names: settings ``trajectory.file``/``atif_file``).
 
-Step 1 is the first prompt (source ``user``); each episode adds one ``agent`` step holding the raw reply, the
-parsed actions as tool calls (``bash_command`` per command, ``mark_task_complete`` for a claim), the warnings,
-the observation that became the next prompt, token usage and timings, with ``trial_id`` and ``episode`` on
-every step. The file is rewritten atomically after each episode.
+``trajectory.rich.json`` is the working record the platform reads (analysis, monitor, validators): ATIF-v1.4
+in shape, extended. Step 1 is the first prompt (source ``user``); each episode adds one ``agent`` step holding
+the raw reply, the parsed actions as tool calls (``bash_command`` per command, ``mark_task_complete`` for a
+claim), the warnings, the observation that became the next prompt, token usage and timings, with ``trial_id``
+and ``episode`` on every step. It is rewritten atomically after each episode.
+
+``trajectory.json`` is the same run as strict ATIF v1.8 (:func:`to_atif`), the file Harbor's tools read and
+its models validate; it is written when the run ends (:meth:`Trajectory.write_atif`).
 
 Messages sent are stored as a delta, not whole (whole would make the file grow with the square of the run):
 ``extra.messages_sent = {"base_step", "keep", "append", "count", "sha256"}`` means "the first ``keep`` messages
@@ -124,9 +128,13 @@ class Trajectory:
     def write(self) -> None:
         api.write_json_atomic(self.path, self.data)
 
-    def write_atif(self, path: str | Path) -> None:
-        """Write the strict ATIF v1.8 form (:func:`to_atif`) to ``path``."""
+    def write_atif(self, path: str | Path) -> bool:
+        """Write the strict ATIF v1.8 form (:func:`to_atif`) to ``path``; False (nothing written) for a run
+        without steps, which ATIF cannot express (a trajectory has at least one step)."""
+        if not self.steps:
+            return False
         api.write_json_atomic(path, to_atif(self.data))
+        return True
 
 
 ATIF_VERSION = "ATIF-v1.8"
@@ -136,7 +144,7 @@ _ATIF_METRIC_KEYS = ("prompt_tokens", "completion_tokens", "cached_tokens", "cos
 
 
 def to_atif(data: dict[str, Any]) -> dict[str, Any]:
-    """``data`` (a ``trajectory.json``) as strict ATIF v1.8, the form Harbor's own models accept: fields ATIF
+    """``data`` (a rich trajectory) as strict ATIF v1.8, the form Harbor's own models accept: fields ATIF
     does not have (``trial_id``, ``episode``, ``latency_sec``) move into ``extra``; an agent step's message
     becomes "Analysis: ...\nPlan: ..." as in the reference, the raw reply moving to ``extra.raw_message``."""
     steps = []
@@ -155,6 +163,7 @@ def to_atif(data: dict[str, Any]) -> dict[str, Any]:
                 out["metrics"]["extra"] = rest
         if not out.get("tool_calls"):
             out.pop("tool_calls", None)
+        out.setdefault("message", "")  # ATIF requires one on every step
         out["extra"] = extra
         steps.append(out)
     return {"schema_version": ATIF_VERSION, "session_id": data.get("session_id"), "agent": data["agent"],
@@ -163,7 +172,8 @@ def to_atif(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def messages_sent(trajectory: dict[str, Any], step_id: int) -> list[dict]:
-    """The full message list the model saw at ``step_id`` of a loaded ``trajectory.json``."""
+    """The full message list the model saw at ``step_id`` of a loaded trajectory (rich or ATIF: the deltas are
+    in each step's ``extra`` in both)."""
     by_id = {s["step_id"]: s for s in trajectory["steps"]}
     chain = []
     current: int | None = step_id

@@ -1,7 +1,8 @@
 """The dual-trace store: a trial's spans as a tree, joined with its trajectory steps.
 
 A span links to a trajectory step by (trial id, episode): every span records ``rise.trial_id`` and
-``rise.episode`` at its start and every ATIF step of ``trajectory.json`` carries ``trial_id`` and ``episode``.
+``rise.episode`` at its start and every step of the rich trajectory (``trajectory.rich.json``, or the
+``trajectory.json`` of a run from before the split) carries ``trial_id`` and ``episode``.
 The queries here are the ones analysis needs: spans of a function in an episode, exceptions, and the path
 from a model response through parsing, dispatch and capture to the observation it produced.
 """
@@ -15,10 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trials.harness_api import ATIF_TRAJECTORY_FILE, RICH_TRAJECTORY_FILE, rich_trajectory_path
+
 from .export import STATUS_ERROR, SpanData, read_jsonl
 
 SPANS_FILENAME = "spans.jsonl"
-TRAJECTORY_FILENAME = "trajectory.json"
+TRAJECTORY_FILENAME = ATIF_TRAJECTORY_FILE  # strict ATIF; what the platform reads is rich_trajectory_path()
 
 # Stage of a boundary on the path model response → observation. Exact seed targets first; evolved harnesses
 # that rename things still classify through the substring rules.
@@ -261,7 +264,7 @@ def find_agent_dir(path: str | Path) -> Path:
     path = Path(path)
     if path.is_file():
         return path.parent
-    if (path / SPANS_FILENAME).exists() or (path / TRAJECTORY_FILENAME).exists():
+    if any((path / name).exists() for name in (SPANS_FILENAME, RICH_TRAJECTORY_FILE, TRAJECTORY_FILENAME)):
         return path
     if (path / "agent").is_dir():
         return path / "agent"
@@ -269,8 +272,8 @@ def find_agent_dir(path: str | Path) -> Path:
 
 
 def load_steps(agent_dir: Path) -> list[dict[str, Any]]:
-    """The ATIF steps of ``trajectory.json`` (empty when missing or unreadable)."""
-    path = agent_dir / TRAJECTORY_FILENAME
+    """The steps of the rich trajectory (:func:`rich_trajectory_path`; empty when missing or unreadable)."""
+    path = rich_trajectory_path(agent_dir)
     if not path.is_file():
         return []
     try:

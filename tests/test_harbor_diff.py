@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from harness_seed.parsing import parse_response, salvage_truncated
-from tests.test_harbor_diff_support import harbor_python
+from tests.test_harbor_diff_support import atif_errors, harbor_python
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data" / "harbor_diff"
@@ -104,9 +104,10 @@ def test_seed_parsers_decide_as_harbor_or_the_difference_is_documented():
     assert (DATA / "table.md").read_text() == generated, "table.md is stale: rerun with RISE_WRITE_HARBOR_DIFF=1"
 
 
-async def test_a_real_run_exports_atif_that_harbors_models_accept(tmp_path):
-    """A run through real tmux and real HTTP (scripted model) writes trajectory.atif.json; Harbor's own
-    ``harbor.models.trajectories.Trajectory`` validates it, and the step message is analysis and plan."""
+async def test_a_real_run_writes_trajectory_json_that_harbors_models_accept(tmp_path):
+    """A run through real tmux and real HTTP (scripted model) writes trajectory.json in strict ATIF; Harbor's
+    own ``harbor.models.trajectories.Trajectory`` validates it, and the step message is analysis and plan. The
+    rich record beside it (trajectory.rich.json) is not ATIF: Harbor rejects its extra fields."""
     from tests.test_seed_support import HAVE_TMUX, reply, run_agent
 
     if not HAVE_TMUX:
@@ -116,17 +117,33 @@ async def test_a_real_run_exports_atif_that_harbors_models_accept(tmp_path):
     script = [reply(analysis="empty", plan="write it", commands=[("echo hi > out.txt\n", 0.1)]), done, done]
     agent, _, status = await run_agent(script, tmp_path)
     assert status == "completed"
-    atif = agent.agent_dir / "trajectory.atif.json"
-    check = ("import json, sys\nfrom harbor.models.trajectories import Trajectory\n"
-             "t = Trajectory.model_validate(json.load(open(sys.argv[1])))\n"
-             "print(t.schema_version, len(t.steps), t.steps[1].message.splitlines()[0])\n")
-    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    out = await asyncio.to_thread(subprocess.run, [str(python), "-c", check, str(atif)], capture_output=True,
-                                  text=True, env=env, timeout=300, check=False)
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.split()[:3] == ["ATIF-v1.8", "4", "Analysis:"]
+    atif, rich = agent.agent_dir / "trajectory.json", agent.agent_dir / "trajectory.rich.json"
+    errors = await asyncio.to_thread(atif_errors, python, atif, rich)
+    assert errors[str(atif)] == []
+    assert any(e.endswith("Extra inputs are not permitted") for e in errors[str(rich)]), errors[str(rich)]
     data = json.loads(atif.read_text())
+    assert data["schema_version"] == "ATIF-v1.8" and len(data["steps"]) == 4
+    assert data["steps"][1]["message"].startswith("Analysis: empty")
     assert data["steps"][1]["extra"]["episode"] == 0 and data["steps"][1]["extra"]["raw_message"].startswith("{")
+
+
+@pytest.mark.tmux
+@pytest.mark.sandbox
+def test_a_seed_trial_through_the_runner_leaves_strict_atif(tmp_path, monkeypatch):
+    """The whole path a real trial takes (runner, harness process under the monitor, local sandbox, scripted
+    model): the trial folder's agent/trajectory.json validates with Harbor's ``Trajectory`` model."""
+    from tests.test_monitor_seed_trial import DONE, SOLVE, Model, _parts_missing, run_seed_trial
+
+    if (why := _parts_missing()):
+        pytest.skip(why)
+    python = harbor_python()
+    res, trial = run_seed_trial(tmp_path, monkeypatch, Model([SOLVE, DONE, DONE]), {})
+    assert res.status == "passed", res.model_dump_json(indent=1)
+    atif = trial / "agent" / "trajectory.json"
+    assert atif_errors(python, atif) == {str(atif): []}
+    outcome = json.loads((trial / "agent" / "agent_result.json").read_text())
+    assert outcome["metadata"]["trajectory"] == "trajectory.rich.json"
+    assert outcome["metadata"]["atif_trajectory"] == "trajectory.json"
 
 
 def test_output_limiting_matches_harbor():

@@ -1,5 +1,7 @@
 """A cached Python 3.12 virtual environment with Harbor, for the differential tests (no tests here).
 
+:func:`atif_errors` validates trajectory files with Harbor's own ATIF model (``harbor.models.trajectories``).
+
 Built once under ``<rise cache>/harbor-venv-<version>`` (``trials.cache.cache_root``) with the standard
 ``venv`` module and pip (from the configured package index, nothing else), behind a file lock so parallel test
 runs build it once; a ``.complete`` marker says the build finished. Skips (with the reason) only where no
@@ -9,6 +11,7 @@ Python 3.12 exists.
 from __future__ import annotations
 
 import glob
+import json
 import os
 import shutil
 import subprocess
@@ -64,3 +67,28 @@ def harbor_python() -> Path:
                                    f"{result.stderr[-3000:]}")
             marker.write_text(HARBOR_VERSION + "\n")
     return python
+
+
+_VALIDATE = """
+import json, sys
+from pydantic import ValidationError
+from harbor.models.trajectories import Trajectory
+out = {}
+for path in sys.argv[1:]:
+    try:
+        Trajectory.model_validate(json.load(open(path)))
+        out[path] = []
+    except ValidationError as exc:
+        out[path] = [".".join(map(str, e["loc"])) + ": " + e["msg"] for e in exc.errors()]
+print(json.dumps(out))
+"""
+
+
+def atif_errors(python: Path, *paths: Path) -> dict[str, list[str]]:
+    """Harbor's ``Trajectory`` model on each file: its validation errors ("loc: message"; empty: valid)."""
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}  # no network fetch on import
+    out = subprocess.run([str(python), "-c", _VALIDATE, *map(str, paths)], capture_output=True, text=True,
+                         env=env, timeout=300, check=False)
+    if out.returncode != 0:
+        raise RuntimeError(f"validating with Harbor failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout)

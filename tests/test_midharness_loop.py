@@ -1,7 +1,7 @@
 """Mid-Harness inside the seed agent loop: real HTTP (ScriptedServer) and a real tmux on the host.
 
 A scripted verifier that prefers one of four candidate actions makes exactly that one run in the terminal;
-the step's record lands in trajectory.json, and `rise midharness export` reads it back.
+the step's record lands in the trajectory, and `rise midharness export` reads it back.
 """
 
 from __future__ import annotations

@@ -42,7 +42,9 @@ def test_seed_passes_the_smoke_check(tmp_path):
     saved = json.loads((tmp_path / "out" / "smoke.json").read_text())
     assert saved["passed"] is True and [s["name"] for s in saved["steps"]] == [
         "import", "handbook", "recording", "trial"]
-    assert (Path(result.trial_dir) / "agent" / "trajectory.json").is_file()
+    agent = Path(result.trial_dir) / "agent"
+    assert (agent / "trajectory.rich.json").is_file()  # the record the smoke check read
+    assert json.loads((agent / "trajectory.json").read_text())["schema_version"] == "ATIF-v1.8"
 
 
 def test_a_module_that_does_not_import_fails_import_and_handbook(tmp_path):

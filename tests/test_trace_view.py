@@ -46,14 +46,15 @@ def test_trace_show_reads_like_a_transcript(tmp_path, monkeypatch):
     # a summarized step is marked in its heading
     marked = tmp_path / "summarized"
     shutil.copytree(trial, marked)
-    data = json.loads((marked / "agent" / "trajectory.json").read_text())
+    data = json.loads((marked / "agent" / "trajectory.rich.json").read_text())
     data["steps"][2]["extra"]["summarization"] = "proactive"
-    (marked / "agent" / "trajectory.json").write_text(json.dumps(data))
+    (marked / "agent" / "trajectory.rich.json").write_text(json.dumps(data))
     assert f"step {data['steps'][2]['step_id']} · SUMMARIZED (proactive)" in render_steps(TrialTrace.load(marked))
 
     # without a trajectory the view falls back to spans, still without reprs
     bare = tmp_path / "bare"
     shutil.copytree(trial, bare)
+    (bare / "agent" / "trajectory.rich.json").unlink()
     (bare / "agent" / "trajectory.json").unlink()
     view = render_steps(TrialTrace.load(bare))
     for repr_start in ("Observation(", "ParseResult(", "Command("):

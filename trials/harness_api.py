@@ -30,6 +30,12 @@ from .terminal import create_command as tmux_create_command
 
 SPEC_VERSION = 1
 
+# A run's trajectory files in its agent folder. ``trajectory.json`` is strict ATIF (what Harbor's tools and
+# models read); ``trajectory.rich.json`` is the platform's working record that analysis, the monitor and the
+# validators read (ATIF-shaped, plus ``trial_id`` and ``episode`` on every step and the messages-sent deltas).
+ATIF_TRAJECTORY_FILE = "trajectory.json"
+RICH_TRAJECTORY_FILE = "trajectory.rich.json"
+
 # Set by the harness loop at the start of each episode; read by the monitor to tag spans.
 EPISODE: contextvars.ContextVar[int | None] = contextvars.ContextVar("rise_episode", default=None)
 TRIAL_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar("rise_trial_id", default=None)
@@ -154,6 +160,13 @@ def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
     os.replace(tmp, path)
 
 
+def rich_trajectory_path(agent_dir: str | os.PathLike) -> Path:
+    """The rich trajectory of the run in ``agent_dir``: ``trajectory.rich.json``, else ``trajectory.json``
+    (a run from before the two files were split kept its rich record under that name)."""
+    rich = Path(agent_dir) / RICH_TRAJECTORY_FILE
+    return rich if rich.is_file() else Path(agent_dir) / ATIF_TRAJECTORY_FILE
+
+
 def __getattr__(name: str):  # lazy: the client pulls in openai
     if name in {"ModelClient", "ChatResult", "ModelError", "ContextLengthExceeded", "AuthError", "ServerUnreachable"}:
         from .endpoints import client
@@ -163,7 +176,9 @@ def __getattr__(name: str):  # lazy: the client pulls in openai
 
 
 __all__ = [
+    "ATIF_TRAJECTORY_FILE",
     "EPISODE",
+    "RICH_TRAJECTORY_FILE",
     "TERMINAL_KEYS",
     "TRIAL_ID",
     "AgentOutcome",
@@ -177,6 +192,7 @@ __all__ = [
     "attach_environment",
     "merge_settings",
     "nest_settings",
+    "rich_trajectory_path",
     "set_episode",
     "tmux_create_command",
     "write_json_atomic",

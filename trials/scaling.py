@@ -32,7 +32,7 @@ import jinja2
 from pydantic import BaseModel, Field
 
 from .endpoints.spec import EndpointSpec
-from .harness_api import CostLedger, write_json_atomic
+from .harness_api import CostLedger, rich_trajectory_path, write_json_atomic
 from .results import TrialResult
 from .runner import EnvFactory, run_trial
 
@@ -118,7 +118,7 @@ def attempt_digest(trial_dir: str | Path, max_commands: int = 40, screen_chars: 
     whether it claimed completion, and the end of its terminal (pane log, else the last observation)."""
     agent = Path(trial_dir) / "agent"
     try:
-        trajectory = json.loads((agent / "trajectory.json").read_text())
+        trajectory = json.loads(rich_trajectory_path(agent).read_text())
     except (OSError, ValueError):
         trajectory = None
     keys, claimed = _commands(trajectory)

@@ -5,7 +5,7 @@ folder, its replies answer the harness's chat requests over real HTTP (``Scripte
 through the real runner (``trials.runner.run_trial``) with the harness as a process agent in the local sandbox.
 The run is then read into one JSON *document* that expectations are evaluated on:
 
-- ``trajectory`` (the whole trajectory.json), ``steps`` (its agent steps), ``claims`` (how many replies claimed
+- ``trajectory`` (the whole rich trajectory), ``steps`` (its agent steps), ``claims`` (how many replies claimed
   completion), ``observations`` (each step's observation text, in order), ``last_observation``;
 - ``spans`` (flat dicts: ``boundary``, ``name``, ``episode``, ``function``, ``status`` ok|error, ``args``,
   ``result``, ``exception``, ``attributes``);
@@ -25,6 +25,7 @@ from typing import Any
 from monitor.agents import harness_agent
 from trials.agents import AgentSpec
 from trials.endpoints.spec import EndpointSpec
+from trials.harness_api import rich_trajectory_path
 
 from .contract_model import Case, Reply, TaskSpec
 
@@ -138,8 +139,8 @@ def build_document(trial_dir: Path, model: ScriptedModel | None = None) -> dict[
     """Everything expectations may look at, from a finished trial folder."""
     agent = trial_dir / "agent"
     outcome = _read_json(agent / "agent_result.json") or {}
-    traj_file = (outcome.get("metadata") or {}).get("trajectory") or "trajectory.json"
-    trajectory = _read_json(agent / traj_file) or {"steps": []}
+    traj_file = (outcome.get("metadata") or {}).get("trajectory")  # the rich record, as the harness names it
+    trajectory = _read_json(agent / traj_file if traj_file else rich_trajectory_path(agent)) or {"steps": []}
     result = _read_json(trial_dir / "result.json") or {}
     steps = [s for s in trajectory.get("steps", []) if s.get("source") == "agent"]
     observations = []

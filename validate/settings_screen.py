@@ -2,7 +2,7 @@
 
 A settings change adds no code, so no boundary is its own: the spans of the behaviours its keys govern are hit by
 the incumbent too. What shows that the change acted is (a) every screening trial that ran recorded the new values
-among its effective settings (the seed writes them to ``trajectory.json``, ``agent.extra.settings``), and (b) some
+among its effective settings (the seed writes them to its trajectory, ``agent.extra.settings``), and (b) some
 span of a governed behaviour was recorded (the behaviour the switch steers ran at all).
 """
 
@@ -14,16 +14,15 @@ from pathlib import Path
 from typing import Any
 
 from trials import harness_settings
+from trials.harness_api import rich_trajectory_path
 
 from .evaluate import ScreeningOutcome
-
-TRAJECTORY = Path("agent") / "trajectory.json"
 
 
 def recorded_settings(trial_dir: Path) -> dict[str, Any] | None:
     """The effective settings a trial's harness recorded, or None where it recorded none (or the file is bad)."""
     try:
-        data = json.loads((trial_dir / TRAJECTORY).read_text())
+        data = json.loads(rich_trajectory_path(trial_dir / "agent").read_text())
     except (OSError, ValueError):
         return None
     found = ((data.get("agent") or {}).get("extra") or {}).get("settings")

@@ -172,19 +172,19 @@ def check_recording(harness_dir: Path) -> SmokeStep:
 
 
 def trajectory_problems(doc: dict[str, Any]) -> list[str]:
-    """What makes a run's trajectory.json and spans.jsonl invalid (empty: both are fine)."""
+    """What makes a run's rich trajectory and spans.jsonl invalid (empty: both are fine)."""
     problems = []
     traj = doc.get("trajectory") or {}
     steps = traj.get("steps") or []
     if not str(traj.get("schema_version", "")).startswith("ATIF"):
-        problems.append("trajectory.json is missing or has no ATIF schema_version")
+        problems.append("the trajectory is missing or has no ATIF schema_version")
     if not steps:
-        problems.append("trajectory.json has no steps")
+        problems.append("the trajectory has no steps")
     if [s.get("step_id") for s in steps] != list(range(1, len(steps) + 1)):
         problems.append("trajectory step ids are not 1..n")
     agent = [s for s in steps if s.get("source") == "agent"]
     if not agent:
-        problems.append("trajectory.json has no agent step")
+        problems.append("the trajectory has no agent step")
     trial_id = traj.get("trial_id")
     for s in agent:
         if s.get("trial_id") != trial_id or not isinstance(s.get("episode"), int):

@@ -1,10 +1,10 @@
 """Distillation data: every pairwise verdict a job's verifier gave, one JSON line each.
 
-Reads ``<job>/<trial>/agent/trajectory.json`` (any step that carries a ``midharness`` record, wherever the
-trajectory format nests it), the trial's ``agent/trial_spec.json`` (task text, verifier model) and
-``result.json`` (reward). Each line holds what the verifier saw and said: task, history, the two actions,
-verdict, margin, and the exact decision-only prompt with its one-letter completion, ready for SFT of a small
-verifier (the LoRA served next to the base model).
+Reads ``<job>/<trial>/agent/trajectory.rich.json``, or ``trajectory.json`` where a trial has no rich one (any
+step that carries a ``midharness`` record, wherever the trajectory format nests it), the trial's
+``agent/trial_spec.json`` (task text, verifier model) and ``result.json`` (reward). Each line holds what the
+verifier saw and said: task, history, the two actions, verdict, margin, and the exact decision-only prompt
+with its one-letter completion, ready for SFT of a small verifier (the LoRA served next to the base model).
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
+
+import trials.harness_api as api
 
 from .history import HistoryView
 from .verifiers import _PROMPTS, render
@@ -92,7 +94,9 @@ def trajectories(root: Path) -> list[Path]:
     """Trajectory files under a job folder, a trial folder, or the file itself."""
     if root.is_file():
         return [root]
-    return sorted(p for p in root.rglob("trajectory.json") if p.is_file())
+    folders = {p.parent for name in (api.RICH_TRAJECTORY_FILE, api.ATIF_TRAJECTORY_FILE)
+               for p in root.rglob(name) if p.is_file()}
+    return sorted(api.rich_trajectory_path(folder) for folder in folders)
 
 
 def examples_from_trajectory(path: Path) -> Iterator[PairwiseExample]:

@@ -16,7 +16,7 @@ midharness_app = typer.Typer(
 
 @midharness_app.command("export")
 def export(
-    job_dir: Annotated[Path, typer.Argument(help="a job folder (or one trial folder / trajectory.json)")],
+    job_dir: Annotated[Path, typer.Argument(help="a job folder (or one trial folder / trajectory file)")],
     output: Annotated[Path, typer.Option("--output", "-o", help="JSONL file to write")],
 ) -> None:
     """Write the job's pairwise verifier verdicts as a JSONL distillation dataset (task, history, A, B,

@@ -93,7 +93,7 @@ def export(
 @trace_app.command("digest")
 def digest_cmd(
     trial_dir: TrialDir,
-    trajectory_only: Annotated[bool, typer.Option("--trajectory-only", help="detectors over trajectory.json "
+    trajectory_only: Annotated[bool, typer.Option("--trajectory-only", help="detectors over the trajectory "
                                                   "alone (the --no-harness-evidence ablation)")] = False,
     refresh: Annotated[bool, typer.Option("--refresh", help="recompute even if the cached digest is current")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print the digest as JSON")] = False,

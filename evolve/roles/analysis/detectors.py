@@ -2,7 +2,7 @@
 
 A detector reads a :class:`TrialView` and returns :class:`Hit` objects with evidence references (trial,
 episode, ATIF step, span id). ``needs_spans`` detectors read what only the harness recorded and are left out in
-``trajectory`` mode (the ``--no-harness-evidence`` ablation); the others read ``trajectory.json`` and add span
+``trajectory`` mode (the ``--no-harness-evidence`` ablation); the others read the rich trajectory and add span
 ids when spans were loaded. Behaviour ids are those of the seed Handbook; the digest maps them onto an evolved
 Handbook through the span lookup when an id is gone.
 """

@@ -1,6 +1,6 @@
 """A trial's digest: its detector hits in episode order, cached beside the trial (``digest.json``).
 
-The cache is keyed by a stamp of the files it was computed from (size and mtime of ``trajectory.json``,
+The cache is keyed by a stamp of the files it was computed from (size and mtime of the rich trajectory,
 ``spans.jsonl``, ``result.json``) and the digest format version; a changed trial is digested again. The
 trajectory-only digest of the ablation is cached separately (``digest-trajectory.json``). A trial folder that
 cannot be written (a read-only corpus) is digested without caching.
@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from evolve.roles.analysis.detectors import DETECTORS, run_detectors
 from evolve.roles.analysis.models import DIGEST_VERSION, Digest
 from evolve.roles.analysis.trial_view import Mode, TrialView
-from monitor.store import SPANS_FILENAME, TRAJECTORY_FILENAME, find_agent_dir
+from monitor.store import SPANS_FILENAME, find_agent_dir, rich_trajectory_path
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ def trial_folder(path: str | Path) -> Path:
 def source_stamp(folder: Path) -> str:
     agent = find_agent_dir(folder)
     parts = [f"v{DIGEST_VERSION}", ",".join(sorted(DETECTORS))]
-    for path in (agent / TRAJECTORY_FILENAME, agent / SPANS_FILENAME, folder / "result.json"):
+    for path in (rich_trajectory_path(agent), agent / SPANS_FILENAME, folder / "result.json"):
         try:
             st = path.stat()
             parts.append(f"{path.name}:{st.st_size}:{st.st_mtime_ns}")
@@ -50,8 +50,8 @@ def compute_digest(folder: str | Path, mode: Mode = "full") -> Digest:
     """Run the detectors over one trial (no cache)."""
     folder = trial_folder(folder)
     agent = find_agent_dir(folder)
-    if not (agent / TRAJECTORY_FILENAME).is_file() and not (agent / SPANS_FILENAME).is_file():
-        raise DigestError(f"{folder}: no {TRAJECTORY_FILENAME} or {SPANS_FILENAME} (not a trial folder?)")
+    if not rich_trajectory_path(agent).is_file() and not (agent / SPANS_FILENAME).is_file():
+        raise DigestError(f"{folder}: no trajectory or {SPANS_FILENAME} (not a trial folder?)")
     view = TrialView(folder, mode)
     return Digest(trial=view.name, task=view.task, status=view.status, outcome=view.outcome,
                   episodes=len(view.episodes), mode=mode, source_stamp=source_stamp(folder),

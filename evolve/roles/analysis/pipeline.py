@@ -42,6 +42,7 @@ from evolve.roles.analysis.roles import GROUPER, REVIEWER, analyst_role, with_li
 from evolve.roles.runtime import Backend, Budget, Role, RoleError, RoleResult, run_role
 from evolve.roles.runtime.config import AgentsConfig
 from handbook.model import HANDBOOK_FILE, Handbook, HandbookError, loads_handbook
+from trials.harness_api import ATIF_TRAJECTORY_FILE, RICH_TRAJECTORY_FILE
 from validate.evaluate import kill_point
 
 log = logging.getLogger(__name__)
@@ -141,7 +142,8 @@ class Analysis:
         for name in {p.success.trial for p in pairs.pairs} | {p.failure.trial for p in pairs.pairs}:
             dst = corpus / name
             (dst / "agent").mkdir(parents=True, exist_ok=True)
-            for rel in ("result.json", "agent/trajectory.json", "agent/trial_spec.json"):
+            for rel in ("result.json", f"agent/{RICH_TRAJECTORY_FILE}", f"agent/{ATIF_TRAJECTORY_FILE}",
+                        "agent/trial_spec.json"):
                 if (self.corpus / name / rel).is_file() and not (dst / rel).is_file():
                     shutil.copy2(self.corpus / name / rel, dst / rel)
         return ws, corpus, None

@@ -1,9 +1,10 @@
 """One trial's dual trace as the detectors read it: episodes (commands, claim, observation) joined with spans.
 
-The trajectory (``agent/trajectory.json``) gives, per episode, the parsed commands, the completion claim, the
-warnings and the text that became the next prompt. The spans (``agent/spans.jsonl``, read through
-:mod:`monitor.store`) give span ids for evidence and what only the harness saw (exceptions, timings). In
-``trajectory`` mode the spans are not read at all, so a detector cannot use them by accident.
+The rich trajectory (``agent/trajectory.rich.json``, or an older run's ``agent/trajectory.json``) gives, per
+episode, the parsed commands, the completion claim, the warnings and the text that became the next prompt.
+The spans (``agent/spans.jsonl``, read through :mod:`monitor.store`) give span ids for evidence and what only
+the harness saw (exceptions, timings). In ``trajectory`` mode the spans are not read at all, so a detector
+cannot use them by accident.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from evolve.roles.analysis.models import EvidenceRef
-from monitor.store import SPANS_FILENAME, TRAJECTORY_FILENAME, Span, TrialTrace, find_agent_dir, load_steps
+from monitor.store import SPANS_FILENAME, Span, TrialTrace, find_agent_dir, load_steps, rich_trajectory_path
 
 Mode = Literal["full", "trajectory"]
 
@@ -97,7 +98,7 @@ class TrialView:
         self.mode: Mode = mode
         self.notes: list[str] = []
         self.name = self.folder.name if self.agent_dir != self.folder else self.folder.parent.name
-        self.doc = self._read_json(self.agent_dir / TRAJECTORY_FILENAME) or {}
+        self.doc = self._read_json(rich_trajectory_path(self.agent_dir)) or {}
         self.steps = load_steps(self.agent_dir)
         self.result = self._read_json(self.folder / "result.json") or {}
         self.agent_result = self._read_json(self.agent_dir / "agent_result.json") or {}

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from evolve.roles.runtime.tools import ToolContext, ToolError, tool
+from trials.harness_api import ATIF_TRAJECTORY_FILE, RICH_TRAJECTORY_FILE
 
 MAX_SPANS = 80
 
@@ -27,11 +28,14 @@ def trajectory_step(ctx: ToolContext,
                     trial: Annotated[str, Field(description="trial folder relative to the workspace")],
                     episode: Annotated[int, Field(ge=0, description="episode index")]) -> str:
     """The trajectory steps of one episode of a trial: prompt delta, reply, parsed actions, observation."""
-    path = _trial_file(ctx, trial, "trajectory.json")
+    try:  # the rich record; a run from before the split kept it as trajectory.json
+        path = _trial_file(ctx, trial, RICH_TRAJECTORY_FILE)
+    except ToolError:
+        path = _trial_file(ctx, trial, ATIF_TRAJECTORY_FILE)
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise ToolError(f"{trial}/trajectory.json is not JSON: {exc}") from None
+        raise ToolError(f"{trial}/{path.name} is not JSON: {exc}") from None
     steps = [s for s in doc.get("steps", []) if s.get("episode") == episode]
     if not steps:
         episodes = sorted({s.get("episode") for s in doc.get("steps", []) if s.get("episode") is not None})

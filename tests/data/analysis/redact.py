@@ -2,10 +2,11 @@
 
     python tests/data/analysis/redact.py JOB_DIR [--out tests/data/analysis/trials/NAME]
 
-Keeps what analysis reads (``result.json``; ``agent/``: ``trajectory.json``, ``spans.jsonl``,
-``trial_spec.json``, ``agent_result.json``, summarization sub-call files) and drops the sandbox, logs and
-verifier output. Redaction: machine paths (the job folder, temporary folders, home) become placeholders and
-captured span values longer than ``--max-value`` characters are cut (the trajectory keeps every message whole).
+Keeps what analysis reads (``result.json``; ``agent/``: ``trajectory.rich.json``, or ``trajectory.json`` for a
+run from before the rich file had its own name, ``spans.jsonl``, ``trial_spec.json``, ``agent_result.json``,
+summarization sub-call files) and drops the sandbox, logs and verifier output. Redaction: machine paths (the
+job folder, temporary folders, home) become placeholders and captured span values longer than ``--max-value``
+characters are cut (the trajectory keeps every message whole).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import re
 import shutil
 from pathlib import Path
 
-KEEP_AGENT = ("trajectory.json", "spans.jsonl", "trial_spec.json", "agent_result.json")
+KEEP_AGENT = ("trajectory.rich.json", "trajectory.json", "spans.jsonl", "trial_spec.json", "agent_result.json")
 PATHS = re.compile(r"(/tmp/[^\s\"'\\]*|/root/[^\s\"'\\]*|/home/[^\s\"'\\]*|/work/[^\s\"'\\]*)")
 
 
@@ -46,6 +47,8 @@ def copy_trial(src: Path, dst: Path, job: Path, max_value: int) -> None:
     for f in sorted((src / "agent").iterdir()):
         if f.name not in KEEP_AGENT and not f.name.startswith("summarization-"):
             continue
+        if f.name == "trajectory.json" and (src / "agent" / "trajectory.rich.json").is_file():
+            continue  # the strict ATIF copy of the rich record: analysis does not read it
         text = _redact_text(f.read_text(encoding="utf-8", errors="replace"), job)
         if f.name == "spans.jsonl":
             text = "".join(_cut_span_values(ln, max_value) + "\n" for ln in text.splitlines() if ln.strip())
