@@ -4,6 +4,10 @@ Tests that need a real part (tmux, bubblewrap, Docker, the bundled model) skip w
 missing. With ``RISE_REQUIRE_PARTS=1`` (set by scripts/test.sh under CI, right after scripts/setup.sh installed
 every part) such a skip is reported as a failure instead, so a broken set-up cannot pass as green.
 A skip whose reason starts with ``optional:`` (e.g. a vLLM-only path) stays a skip.
+
+Under pytest-xdist (scripts/test.sh runs ``-n 2 --dist loadgroup``) tests/xdist_groups.py keeps the tests of one
+heavy shared part (the bundled model, Docker, Ray), and those of a module with a module-scoped fixture, together
+on one worker.
 """
 
 from __future__ import annotations
@@ -11,6 +15,31 @@ from __future__ import annotations
 import os
 
 import pytest
+
+from tests import xdist_groups
+
+
+def pytest_configure(config):
+    xdist_groups.configure(config)
+
+
+def pytest_unconfigure(config):
+    xdist_groups.unconfigure(config)
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hooks: the suite also runs without it
+def pytest_configure_node(node):
+    xdist_groups.configure_node(node)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    return xdist_groups.make_scheduler(config, log)
+
+
+@pytest.hookimpl(trylast=True)  # after the deselection by -m / -k
+def pytest_collection_modifyitems(config, items):
+    xdist_groups.write_groups(config, items)
 
 
 @pytest.hookimpl(hookwrapper=True)

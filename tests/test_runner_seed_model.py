@@ -1,7 +1,7 @@
 """The seed harness through ``rise eval`` against the real bundled model (llama.cpp + Qwen2.5-Coder-0.5B).
 
 Marked ``model`` (slow: minutes on CPU); skips when the server binary or the model is not cached (never builds).
-Bounded by design: at most 4 episodes, a 256-token cap on every reply (the harness sends it), a fixed sampling
+Bounded by design: at most 2 episodes, a 256-token cap on every reply (the harness sends it), a fixed sampling
 seed and temperature 0. It asserts what the harness must do — complete the grid with the cell classified, book
 the model's usage, keep every reply within the cap — never what a 0.5B model happens to say (it may pass or fail).
 """
@@ -29,7 +29,7 @@ def test_seed_on_the_bundled_model_completes_the_grid(tmp_path):
     with bundled_server("test-runner", ctx=8192, parallel=1, model=MODEL) as (_, spec):
         out = tmp_path / "res.json"
         done = rise_eval("--tasks", str(STARTER), "--task", "hello-file", "--agent", "seed", "--env", "local",
-                         "--base-url", spec.base_url, "--model", spec.model, "--setting", "terminus.max_episodes=4",
+                         "--base-url", spec.base_url, "--model", spec.model, "--setting", "terminus.max_episodes=2",
                          "--setting", f"model.max_tokens={CAP}", "--setting", "model.seed=7",
                          "--setting", "model.temperature=0",
                          "--job-dir", str(tmp_path / "job"), "--json", str(out), timeout=450)

@@ -1,0 +1,101 @@
+"""Which tests run on the same pytest-xdist worker (scripts/test.sh: ``-n 2 --dist loadgroup``).
+
+A test goes, with the others of its group, to one worker, where they run one after another:
+
+* the tests of one heavy shared part: ``model`` (the bundled llama-server uses every core, and its tests' turn
+  limits are sized for a machine it has to itself), ``docker`` (one engine; image builds of the same tags) and
+  ``ray`` (a local cluster of several processes). The first of these markers a test carries names its group.
+* the tests of a module with a module-scoped fixture (a started server, a real round): split over two workers,
+  the fixture would be set up twice.
+
+Every other test is a unit of its own; it has its own ``tmp_path``, free ports, sandbox and ``TMUX_TMPDIR``.
+
+xdist's own ``loadgroup`` reads the ``xdist_group`` mark into the node id, which pytest 9's structured node ids
+no longer allow (the mark is silently lost). So the workers write ``{node id: group}`` to a folder the
+controller made, right after collecting, and the controller's scheduler reads it before it splits the work.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+SERIAL_PARTS = ("model", "docker", "ray")
+_DIR_KEY = "rise_xdist_groups"
+_folder_key = pytest.StashKey[Path]()
+
+
+def group_of(item: pytest.Item) -> str | None:
+    """The group ``item`` runs in, or None where it may run anywhere."""
+    part = next((name for name in SERIAL_PARTS if item.get_closest_marker(name)), None)
+    if part:
+        return part
+    mark = item.get_closest_marker("xdist_group")
+    if mark:
+        return str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+    info = getattr(item, "_fixtureinfo", None)
+    defs = info.name2fixturedefs.values() if info is not None else ()
+    if any(d.scope in ("module", "class", "package") for chain in defs for d in chain):
+        return f"module:{item.nodeid.split('::', 1)[0]}"
+    return None
+
+
+def _scheduler(config: pytest.Config, log, folder: Path):
+    """LoadScope with the workers' groups as scopes; an ungrouped test is a scope of its own."""
+    from xdist.scheduler import LoadScopeScheduling  # only here: the suite also runs without xdist
+
+    class GroupScheduling(LoadScopeScheduling):
+        _groups: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self._groups is None:
+                files = sorted(folder.glob("*.json"))
+                if not files:  # the grouping would be lost without a word: refuse instead
+                    raise pytest.UsageError(f"no worker wrote its test groups to {folder}")
+                self._groups = {k: v for path in files for k, v in json.loads(path.read_text()).items()}
+            return self._groups.get(nodeid, nodeid)
+
+    return GroupScheduling(config, log)
+
+
+def configure(config: pytest.Config) -> None:
+    """Controller: the folder the workers write their groups to."""
+    if (hasattr(config, "workerinput") or not config.pluginmanager.hasplugin("xdist")
+            or config.getvalue("dist") != "loadgroup"):
+        return
+    config.stash[_folder_key] = Path(tempfile.mkdtemp(prefix="rise-xdist-groups-"))
+
+
+def unconfigure(config: pytest.Config) -> None:
+    folder = config.stash.get(_folder_key, None)
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def configure_node(node) -> None:
+    folder = node.config.stash.get(_folder_key, None)
+    if folder is not None:
+        node.workerinput[_DIR_KEY] = str(folder)
+
+
+def make_scheduler(config: pytest.Config, log):
+    folder = config.stash.get(_folder_key, None)
+    return _scheduler(config, log, folder) if folder is not None else None
+
+
+def write_groups(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Worker: write the groups of the collected tests for the controller."""
+    folder = getattr(config, "workerinput", {}).get(_DIR_KEY)
+    if not folder:
+        return
+    groups = {item.nodeid: group for item in items if (group := group_of(item))}
+    path = Path(folder) / f"{config.workerinput['workerid']}.json"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(groups))
+    os.replace(tmp, path)
+
