@@ -90,7 +90,7 @@ def test_run_has_no_network_and_a_time_limit(worktree: Path, tmp_path: Path) -> 
     script = [call("run", cmd="tail -n +3 /proc/net/dev | cut -d: -f1"),
               call("run", cmd="sleep 30"), call("final_answer", **DONE)]
     (worktree / "inside.txt").write_text("x")
-    started = time.monotonic()
+    started, since = time.monotonic(), time.time()
     with ScriptedServer(script) as srv:
         backend = make_backend("openai", EndpointSpec(base_url=srv.base_url, model="scripted"))
         result = run_role(role, {"question": "q"}, worktree, backend, transcripts=tmp_path)
@@ -98,11 +98,20 @@ def test_run_has_no_network_and_a_time_limit(worktree: Path, tmp_path: Path) -> 
     results = [r for r in read_transcript(result.transcript) if r["kind"] == "tool_result"]
     assert results[0]["result"].split("\n", 1)[1].split() == ["lo"]  # only loopback in its network namespace
     assert results[1]["status"] == "error" and "timed out after" in results[1]["result"]
-    assert not _sandboxed_children()
+    assert not _sandboxed_children(since)
 
 
-def _sandboxed_children() -> list[psutil.Process]:
-    return [p for p in psutil.Process().children(recursive=True) if p.name() in ("bwrap", "sleep", "bash")]
+def _sandboxed_children(since: float) -> list[psutil.Process]:
+    """This test's sandboxes still alive: children of this process started after ``since`` (under pytest-xdist a
+    worker also holds what earlier tests left running on purpose, such as a trial runner's warm spares)."""
+    out = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if p.name() in ("bwrap", "sleep", "bash") and p.create_time() >= since - 1:
+                out.append(p)
+        except psutil.NoSuchProcess:
+            continue
+    return out
 
 
 def test_a_hanging_call_is_killed_at_its_deadline_with_nothing_left(worktree: Path, tmp_path: Path) -> None:
@@ -115,9 +124,9 @@ def test_a_hanging_call_is_killed_at_its_deadline_with_nothing_left(worktree: Pa
             run_role(role, {"question": "q"}, worktree, backend, transcripts=tmp_path)
     assert info.value.kind == "timeout" and time.monotonic() - started < 15
     deadline = time.monotonic() + 10  # SIGKILL is sent at the deadline; a loaded machine reaps a little later
-    while (_sandboxed_children() or _sleepers(since)) and time.monotonic() < deadline:
+    while (_sandboxed_children(since) or _sleepers(since)) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not _sandboxed_children()
+    assert not _sandboxed_children(since)
     assert not _sleepers(since)
 
 

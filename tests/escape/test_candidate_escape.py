@@ -58,6 +58,8 @@ def _setup(tmp_path: Path, monkeypatch, port: int) -> dict:
     home.mkdir()
     (home / ".netrc").write_text("machine models login me password home-secret-value\n")
     monkeypatch.setenv("HOME", str(home))
+    for name in ("RISE_CACHE_DIR", "RISE_CACHE", "XDG_CACHE_HOME"):  # the rise cache (spares) under this HOME too
+        monkeypatch.delenv(name, raising=False)
     key, secret = f"sk-escape-{uuid.uuid4().hex}", f"secret-{uuid.uuid4().hex}"
     monkeypatch.setenv(KEY_VAR, key)
     monkeypatch.setenv(SECRET_VAR, secret)
