@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from evolve.experiment.budget import BudgetStop, LoopBudget
+from evolve.experiment.budget import BudgetStop, GridBudgetSpent, LoopBudget
 from evolve.experiment.identity import final_rejections
 from evolve.experiment.ledger import (
     EvolveStop,
@@ -238,10 +238,8 @@ class Evolution:
     def _controller(self, coro: Any) -> Any:
         try:
             return asyncio.run(coro)
-        except ControllerError as exc:
-            if "budget spent" in str(exc):  # evolve.experiment.budget.check_budget before a grid
-                raise BudgetStop(str(exc)) from None
-            raise
+        except GridBudgetSpent as exc:  # evolve.experiment.budget.check_budget before a grid
+            raise BudgetStop(str(exc)) from None
 
     def _end(self, n: int, adopted: str | None, reason: str,
              stop: str | None = None) -> tuple[str | None, str, str | None]:

@@ -191,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     known = modules()
     graph = imports(known)
-    circles = cycles(graph) + [c for c in cycles(room_edges(graph)) if c not in cycles(graph)]
+    between_modules = cycles(graph)
+    circles = between_modules + [c for c in cycles(room_edges(graph)) if c not in between_modules]
     if not args.cycles:
         print(f"{len(known)} modules in {len([p for p in PACKAGES if (ROOT / p).is_dir()])} packages")
         print("\npackages (who imports whom):")

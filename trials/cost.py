@@ -4,6 +4,8 @@ cost record (:class:`~trials.harness_api.Cost`) per model role. Read by ``rise s
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from pydantic import BaseModel, Field
 
 from trials.harness_api import Cost, CostLedger
@@ -39,6 +41,14 @@ class CostSummary(BaseModel):
     @property
     def tokens(self) -> int:
         return self.generator.tokens + self.verifier.tokens
+
+    @classmethod
+    def total(cls, parts: Iterable[CostSummary]) -> CostSummary:
+        """The parts summed (the grids of an experiment, say) into a new summary."""
+        out = cls()
+        for part in parts:
+            out.merge(part)
+        return out
 
 
 def cost_of(results: list[TrialResult]) -> CostSummary:

@@ -15,13 +15,13 @@ that would exceed the budget, not after it.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from evolve.experiment.store import ControllerError, Experiment
 from evolve.experiment.trial_scan import experiment_spend
+from evolve.roles.runtime.transcript import call_ends
 from trials.cost import CostSummary
 from trials.harness_api import Cost
 
@@ -43,32 +43,29 @@ class Spend:
 def role_spend(folder: Path) -> Spend:
     """Cost and tokens of every role call whose transcript lies under ``folder`` (``rounds/`` or one round)."""
     out = Spend()
-    for path in sorted(folder.rglob("transcripts/*.jsonl")):
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a call killed mid-line
-            if row.get("kind") != "end":
-                continue
-            role, cost = str(row.get("role", "?")), float(row.get("cost") or 0.0)
-            usage = row.get("usage") or {}
-            out.roles.add(int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0), usd=cost)
-            out.by_role[role] = out.by_role.get(role, 0.0) + cost
-            out.dearest[role] = max(out.dearest.get(role, 0.0), cost)
+    for row in call_ends(sorted(folder.rglob("transcripts/*.jsonl"))):
+        role, cost = str(row.get("role", "?")), float(row.get("cost") or 0.0)
+        usage = row.get("usage") or {}
+        out.roles.add(int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0), usd=cost)
+        out.by_role[role] = out.by_role.get(role, 0.0) + cost
+        out.dearest[role] = max(out.dearest.get(role, 0.0), cost)
     return out
 
 
 def spend(exp: Experiment) -> Spend:
     """Role calls and trials together."""
     out = role_spend(exp.root / "rounds")
-    for part in experiment_spend(exp).values():
-        out.trials.merge(part)
+    out.trials = CostSummary.total(experiment_spend(exp).values())
     return out
 
 
 class BudgetStop(Exception):
     """A unit would pass a budget; raising the budget and ``--resume`` continues from that unit."""
+
+
+class GridBudgetSpent(ControllerError):
+    """experiment.toml's ``[budgets]`` are spent before a grid (:func:`check_budget`): a controller error for
+    ``rise round``, a budget stop for ``rise evolve``."""
 
 
 @dataclass
@@ -112,12 +109,10 @@ def check_budget(exp: Experiment) -> None:
     budgets = exp.config.budgets
     if budgets.max_trials is None and budgets.max_usd is None:
         return
-    total = CostSummary()
-    for part in experiment_spend(exp).values():
-        total.merge(part)
+    total = CostSummary.total(experiment_spend(exp).values())
     trials, usd = total.trials, total.usd
     if budgets.max_trials is not None and trials >= budgets.max_trials:
-        raise ControllerError(f"{exp.config_path}: budget spent: {int(trials)} trials run, "
+        raise GridBudgetSpent(f"{exp.config_path}: budget spent: {int(trials)} trials run, "
                               f"budgets.max_trials = {budgets.max_trials}")
     if budgets.max_usd is not None and usd >= budgets.max_usd:
-        raise ControllerError(f"{exp.config_path}: budget spent: ${usd:.4f}, budgets.max_usd = {budgets.max_usd}")
+        raise GridBudgetSpent(f"{exp.config_path}: budget spent: ${usd:.4f}, budgets.max_usd = {budgets.max_usd}")

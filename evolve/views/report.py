@@ -104,10 +104,7 @@ class Report:
 
     @property
     def total_spend(self) -> CostSummary:
-        total = CostSummary()
-        for c in self.spend.values():
-            total.merge(c)
-        return total
+        return CostSummary.total(self.spend.values())
 
 
 # ------------------------------------------------------------------------------------------ gathering

@@ -110,9 +110,7 @@ def _print_spend_and_running(exp) -> None:
     from evolve.experiment.trial_scan import experiment_spend, running_jobs
     from trials.cost import CostSummary
 
-    total = CostSummary()
-    for part in experiment_spend(exp).values():
-        total.merge(part)
+    total = CostSummary.total(experiment_spend(exp).values())
     budgets = exp.config.budgets
     limits = "".join([f" of ${budgets.max_usd}" if budgets.max_usd else "",
                       f"; {total.trials} of {budgets.max_trials} trials allowed" if budgets.max_trials else ""])

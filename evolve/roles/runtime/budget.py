@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from evolve.roles.runtime.role import RoleError
+from evolve.roles.runtime.transcript import call_ends
 from trials.harness_api import Cost
 
 
@@ -32,14 +32,8 @@ class Budget:
     def from_transcripts(cls, folder: str | Path, max_usd: float | None = None) -> Budget:
         """A budget that already counts the calls whose transcripts are in ``folder`` (a resumed round)."""
         budget = cls(max_usd=max_usd)
-        for path in sorted(Path(folder).glob("*.jsonl")):
-            for line in path.read_text(encoding="utf-8").splitlines():
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError:
-                    continue  # a call killed mid-line; what it wrote before still counts
-                if row.get("kind") == "end":
-                    budget.charge(str(row.get("role", "?")), float(row.get("cost") or 0.0))
+        for row in call_ends(sorted(Path(folder).glob("*.jsonl"))):
+            budget.charge(str(row.get("role", "?")), float(row.get("cost") or 0.0))
         return budget
 
     def check(self, role: str, reserve: float | None = None) -> None:

@@ -10,6 +10,7 @@ import json
 import threading
 import time
 import uuid
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -89,3 +90,16 @@ def read_transcript(path: str | Path) -> list[dict[str, Any]]:
             if n < len(lines):
                 raise ValueError(f"{path}:{n}: not a JSON line: {exc}") from None
     return out
+
+
+def call_ends(paths: Iterable[Path]) -> Iterator[dict[str, Any]]:
+    """The ``end`` row of every call in these transcripts, for spending: a line a kill cut off (anywhere) is
+    skipped, so what a call wrote before it still counts."""
+    for path in paths:
+        for line in Path(path).read_text(encoding="utf-8").splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if row.get("kind") == "end":
+                yield row
