@@ -84,6 +84,40 @@ async def test_n_fallback_fills_with_parallel_single_requests():
     assert res.output_tokens == 3
 
 
+async def test_n_over_the_servers_limit_is_asked_in_parts():
+    # llama-server refuses an n above its slots (-np 2) with a 400 that names the limit: a Mid-Harness N of 3 or
+    # 4 must still get its N candidates, in parts of at most 2, not fail the trial.
+    counter = iter(range(100))
+
+    def llama(body):
+        n = body.get("n", 1)
+        if n > 2:
+            return ScriptedError(400, f"Field 'n': Value must be between 1 <= value <= 2, but got {n}")
+        return [f"c{next(counter)}" for _ in range(n)]
+
+    with ScriptedServer(llama) as srv:
+        async with _client(srv) as client:
+            res = await client.chat(MSGS, n=3)
+            assert client.n_limit == 2 and client.supports_n is True
+            res4 = await client.chat(MSGS, n=4)  # now straight to parts of 2
+            res5 = await client.chat(MSGS, n=5)
+    assert len(res.choices) == 3 and res.requests == 2 and len({c.text for c in res.choices}) == 3
+    assert len(res4.choices) == 4 and res4.requests == 2
+    assert len(res5.choices) == 5 and res5.requests == 3
+    assert [r.get("n") for r in srv.requests[:3]] == [3, 2, None]
+    assert sorted(r.get("n") or 1 for r in srv.requests[3:5]) == [2, 2]
+    assert sorted(r.get("n") or 1 for r in srv.requests[5:]) == [1, 2, 2]
+
+
+async def test_a_400_that_names_no_n_limit_is_raised():
+    with ScriptedServer([ScriptedError(400, "unsupported response_format")]) as srv:
+        async with _client(srv) as client:
+            with pytest.raises(BadResponse, match="response_format"):
+                await client.chat(MSGS, n=3)
+            assert client.n_limit is None
+    assert len(srv.requests) == 1
+
+
 @pytest.mark.parametrize("error", [
     ScriptedError.context_length_vllm(8192, 9000),
     ScriptedError.context_length_llamacpp(4096, 5000),

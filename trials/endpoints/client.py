@@ -252,12 +252,26 @@ def _openai_channel_client(socket_path: str) -> Any:
     return openai.DefaultAsyncHttpxClient(transport=module.AsyncHTTPTransport(uds=socket_path))
 
 
+
+_N_LIMIT = re.compile(r"""['"`]n['"`].*(?:<=|at most|maximum(?: is| of)?)\s*(\d+)""", re.IGNORECASE | re.DOTALL)
+
+
+def n_limit_of(err: ModelError) -> int | None:
+    """The largest ``n`` a server said it accepts, from its refusal of a larger one, else None. llama-server
+    answers 400 "Field 'n': Value must be between 1 <= value <= 2" when ``n`` exceeds its slots."""
+    if err.status_code != 400:
+        return None
+    found = _N_LIMIT.search(str(err))
+    return int(found.group(1)) if found and int(found.group(1)) >= 1 else None
+
+
 class ModelClient:
     """Async chat client for one :class:`EndpointSpec`. Reuse one per process; close with :meth:`aclose`."""
 
     def __init__(self, spec: EndpointSpec):
         self.spec = spec
         self.supports_n: bool | None = spec.supports_n
+        self.n_limit: int | None = None  # the most choices one request may ask for (llama-server: its slots)
         self.root_url = server_root(spec.base_url)
         # A confined harness reaches its endpoints only through the trial channel's socket (trials/channel.py).
         via = channel_socket(spec.base_url)
@@ -345,26 +359,40 @@ class ModelClient:
             explicit["logprobs"] = True
         started = time.monotonic()
         responses: list[Any] = []
+
+        def request(k: int) -> dict[str, Any]:
+            return self._request_args(messages, n=k, model=model, explicit=explicit, extra_body=extra_body)
+
         if n == 1 or self.supports_n is not False:
-            first = await self._create(self._request_args(messages, n=n, model=model, explicit=explicit,
-                                                          extra_body=extra_body))
+            asked = min(n, self.n_limit or n)
+            try:
+                first = await self._create(request(asked))
+            except BadResponse as err:
+                limit = n_limit_of(err) if asked > 1 else None
+                if limit is None or limit >= asked:
+                    raise
+                log.info("%s takes at most n = %d per request; asking in parts from now on",
+                         self.spec.base_url, limit)
+                self.n_limit = asked = limit
+                first = await self._create(request(asked))
             responses.append(first)
             missing = n - len(first.choices)
-            if n > 1:
-                if missing > 0:
+            if asked > 1:
+                if len(first.choices) < asked:
                     if self.supports_n is not False:
                         log.info("%s returned %d of %d choices; filling with single requests from now on",
-                                 self.spec.base_url, len(first.choices), n)
+                                 self.spec.base_url, len(first.choices), asked)
                     self.supports_n = False
                 elif self.supports_n is None:
                     self.supports_n = True
         else:
             missing = n
-        if missing > 0:
-            single = self._request_args(messages, n=1, model=model, explicit=explicit, extra_body=extra_body)
+        if missing > 0:  # the rest in parallel: parts of the server's n limit, or single requests
+            part = (self.n_limit or missing) if self.supports_n else 1
+            sizes = [min(part, missing - i) for i in range(0, missing, part)]
             try:
                 async with asyncio.TaskGroup() as tg:
-                    tasks = [tg.create_task(self._create(dict(single))) for _ in range(missing)]
+                    tasks = [tg.create_task(self._create(request(k))) for k in sizes]
             except ExceptionGroup as group:  # callers catch ModelError, not groups
                 raise group.exceptions[0] from group
             responses.extend(t.result() for t in tasks)
