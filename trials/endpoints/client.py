@@ -252,7 +252,6 @@ def _openai_channel_client(socket_path: str) -> Any:
     return openai.DefaultAsyncHttpxClient(transport=module.AsyncHTTPTransport(uds=socket_path))
 
 
-
 _N_LIMIT = re.compile(r"""['"`]n['"`].*(?:<=|at most|maximum(?: is| of)?)\s*(\d+)""", re.IGNORECASE | re.DOTALL)
 
 
