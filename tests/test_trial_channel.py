@@ -6,10 +6,11 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from tests.escape.recorder import RecordingServer
 from tests.fakes.openai_server import ScriptedServer
 from tests.test_runner_fake_env import DirEnv
 from tests.test_seed_support import reply
-from trials.channel import TrialChannel, harness_endpoint
+from trials.channel import ChannelError, TrialChannel, harness_endpoint, upstream_url
 from trials.endpoints.client import AuthError, ModelClient, ServerUnreachable
 from trials.endpoints.spec import EndpointSpec
 from trials.environments.channel import ChannelEnvironment
@@ -95,3 +96,62 @@ async def test_an_unreachable_model_reads_as_unreachable(served, monkeypatch):
     async with ModelClient(harness_endpoint(EndpointSpec(base_url="http://127.0.0.1:9/v1", model="none"), 0)) as c:
         with pytest.raises(ServerUnreachable, match="unreachable"):
             await c.chat([{"role": "user", "content": "hi"}])
+
+
+@pytest.mark.parametrize("target", ["1/v1/models", "@127.0.0.1:18999/", ".evil.example/v1", "//evil.example/v1",
+                                    "http://evil.example/v1", "evil.example:443", "*", "/v1\\@evil", "/a#b",
+                                    "v1/models"])
+def test_upstream_url_refuses_every_target_but_a_path(target):
+    with pytest.raises(ChannelError) as exc:
+        upstream_url(EndpointSpec(base_url="https://api.example.test/v1", model="m"), target)
+    assert exc.value.status == 400 and exc.value.kind == "bad_target" and repr(target) in str(exc.value)
+
+
+def test_upstream_url_keeps_the_endpoint_host_and_the_path():
+    spec = EndpointSpec(base_url="http://127.0.0.1:8080/v1", model="m")
+    assert str(upstream_url(spec, "/v1/chat/completions?a=1")) == "http://127.0.0.1:8080/v1/chat/completions?a=1"
+    odd = upstream_url(spec, "/@127.0.0.1:18999/x")  # '@' inside a path is a path, not userinfo
+    assert (odd.host, odd.port, odd.userinfo) == ("127.0.0.1", 8080, b"")
+
+
+def _raw(sock: str, method: str, target: str, body: bytes = b"") -> bytes:
+    """One raw HTTP/1.1 request over the channel socket (an HTTP client would normalise the target)."""
+    import socket as _socket
+
+    with _socket.socket(_socket.AF_UNIX) as s:
+        s.settimeout(10)
+        s.connect(sock)
+        s.sendall(f"{method} {target} HTTP/1.1\r\nhost: model-0.rise\r\ncontent-type: application/json\r\n"
+                  f"content-length: {len(body)}\r\nconnection: close\r\n\r\n".encode() + body)
+        out = b""
+        while chunk := s.recv(65536):
+            out += chunk
+    return out
+
+
+async def test_model_targets_cannot_pick_the_host(tmp_path, monkeypatch):
+    """Issue 44 route 3: request targets that once moved the upstream URL's host or port (``@host:port/``,
+    ``1/...``, absolute form) are refused with 400 bad_target; a bystander on 127.0.0.1 sees no request and no
+    key; the honest path still reaches the model with the runner's key."""
+    import asyncio
+
+    env = DirEnv(None, tmp_path / "trial")
+    monkeypatch.setenv(KEY_VAR, "sk-route3-key")
+    with RecordingServer() as rec, ScriptedServer([reply(analysis="ok")] * 2, api_key="sk-route3-key") as srv:
+        spec = EndpointSpec(base_url=srv.base_url, model="scripted", api_key_env=KEY_VAR)
+        channel = TrialChannel(env, [spec, None])
+        await channel.start(tmp_path / "c.sock")
+        sock = str(tmp_path / "c.sock")
+        try:
+            for method in ("GET", "POST"):
+                for target in (f"@127.0.0.1:{rec.port}/steal", "1/v1/models", f"http://127.0.0.1:{rec.port}/",
+                               f"127.0.0.1:{rec.port}", f"//127.0.0.1:{rec.port}/"):
+                    out = await asyncio.to_thread(_raw, sock, method, target, b"{}")
+                    assert out.startswith(b"HTTP/1.1 400") and b"bad_target" in out, (target, out[:200])
+            assert rec.requests == [] and channel.requests["refused"] == 10
+            monkeypatch.setenv("RISE_CHANNEL", sock)
+            async with ModelClient(harness_endpoint(spec, 0)) as client:
+                assert "ok" in (await client.chat([{"role": "user", "content": "hi"}])).text
+        finally:
+            await channel.close()
+    assert rec.requests == []

@@ -5,7 +5,10 @@ A confined harness has no network and no handle on its sandbox (:mod:`trials.con
 
 - **its model endpoints**: a request to host ``model-<i>.rise`` is forwarded to endpoint ``i`` of the trial (0
   the generator, 1 the verifier, when there is one), same method, path and body; the runner adds the endpoint's
-  API key, so the key never enters the sandbox. Nothing else is forwarded anywhere.
+  API key, so the key never enters the sandbox. Nothing else is forwarded anywhere: the upstream URL is the
+  endpoint's own scheme, host and port with the request's path (origin-form only: one leading ``/``, no ``//``,
+  no absolute or authority form, no userinfo); any other target is refused (400 ``bad_target``) before a byte
+  or the key leaves the runner.
 - **its sandbox**: host ``sandbox.rise``, ``POST /exec`` (JSON: cmd, cwd, env, timeout, user → an ExecResult),
   ``POST /upload?dst=PATH`` (body: a tar whose top entry is ``payload``), ``POST /download`` (JSON: src → a tar
   whose top entry is ``payload``), for this trial's sandbox only; never the Docker socket, never ``nsenter``.
@@ -68,6 +71,24 @@ def harness_endpoint(spec: EndpointSpec, index: int) -> EndpointSpec:
 def _upstream_root(spec: EndpointSpec) -> str:
     parts = urlsplit(spec.base_url)
     return f"{parts.scheme}://{parts.netloc}"
+
+
+def upstream_url(spec: EndpointSpec, target: str) -> httpx.URL:
+    """The URL a model request goes to: the endpoint's scheme, host and port (fixed by the trial's spec) and
+    the request's path and query. Raises ChannelError (400) for any target that is not a plain origin-form path;
+    string concatenation here once let ``1/...``, ``@host/`` or ``.evil.example/`` pick the host (issue 44)."""
+    if not target.startswith("/") or target.startswith("//") or "\\" in target:
+        raise ChannelError(400, "bad_target", f"the trial channel forwards origin-form paths only (one leading "
+                           f"'/'), not the request target {target[:200]!r}")
+    root = httpx.URL(spec.base_url)
+    try:
+        url = root.copy_with(raw_path=target.encode("ascii"))
+    except (httpx.InvalidURL, UnicodeEncodeError) as exc:
+        raise ChannelError(400, "bad_target", f"the request target {target[:200]!r} is not a valid path: {exc}"
+                           ) from exc
+    if (url.scheme, url.host, url.port, url.userinfo) != (root.scheme, root.host, root.port, root.userinfo):
+        raise ChannelError(400, "bad_target", f"the request target {target[:200]!r} would leave the endpoint")
+    return url
 
 
 class TrialChannel:
@@ -181,13 +202,19 @@ class TrialChannel:
     async def _forward(self, spec: EndpointSpec, method: str, target: str, headers: dict[str, str],
                        body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
         assert self._http is not None
+        try:
+            url = upstream_url(spec, target)  # before the key is touched: a refused target never carries it
+        except ChannelError:
+            self.requests["refused"] = self.requests.get("refused", 0) + 1
+            log.warning("trial channel: refused model request target %r", target[:200])
+            raise
         out = {k: v for k, v in headers.items() if k in FORWARD_HEADERS}
         key = spec.api_key()
         if key and key != "EMPTY":
             out["authorization"] = f"Bearer {key}"
-        url = _upstream_root(spec) + target
-        try:
-            resp = await self._http.request(method, url, content=body, headers=out, timeout=spec.timeout_sec)
+        try:  # never a redirect: the key goes to the endpoint's own host only
+            resp = await self._http.request(method, url, content=body, headers=out, timeout=spec.timeout_sec,
+                                            follow_redirects=False)
         except httpx.HTTPError as exc:
             raise ChannelError(502, "model_unreachable", f"model server unreachable at {url}: "
                                f"{type(exc).__name__}: {exc}") from exc
