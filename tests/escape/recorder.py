@@ -37,8 +37,8 @@ class _Server(ThreadingHTTPServer):
 class RecordingServer:
     """``with RecordingServer() as rec: ... rec.port, rec.requests``."""
 
-    def __init__(self, host: str = "127.0.0.1"):
-        self._srv = _Server((host, 0), _Handler)
+    def __init__(self, host: str = "127.0.0.1", port: int = 0):
+        self._srv = _Server((host, port), _Handler)
         self._srv.requests = []
         self.host, self.port = host, self._srv.server_address[1]
         self.requests = self._srv.requests
