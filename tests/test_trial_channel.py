@@ -15,6 +15,7 @@ from trials.endpoints.client import AuthError, ModelClient, ServerUnreachable
 from trials.endpoints.spec import EndpointSpec
 from trials.environments.channel import ChannelEnvironment
 from trials.environments.factory import attach
+from trials.telemetry import Collector, collector_from_env
 
 KEY_VAR = "RISE_TEST_CHANNEL_KEY"
 
@@ -155,3 +156,43 @@ async def test_model_targets_cannot_pick_the_host(tmp_path, monkeypatch):
         finally:
             await channel.close()
     assert rec.requests == []
+
+
+def test_collector_from_env_follows_the_sdk_rules():
+    assert collector_from_env({}) is None
+    assert collector_from_env({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_TRACES_EXPORTER": "none"}) is None
+    c = collector_from_env({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318/", "OTEL_EXPORTER_OTLP_HEADERS":
+                            "api_key=a%20b, X-Y = z ,broken"})
+    assert c is not None and c.url == "http://c:4318/v1/traces" and c.headers == {"api_key": "a b", "x-y": "z"}
+    t = collector_from_env({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://t/v1/traces",
+                            "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"})
+    assert t is not None and t.url == "http://t/v1/traces"
+
+
+async def test_the_telemetry_route_forwards_to_the_runners_collector_only(tmp_path):
+    """No collector: 404 no_collector. With one: GET / says so, POST /v1/traces goes to the collector's fixed URL
+    with the runner's headers; another path or content type is refused."""
+    env = DirEnv(None, tmp_path / "trial")
+    with RecordingServer() as rec:
+        for collector in (None, Collector(url=f"http://127.0.0.1:{rec.port}/v1/traces", headers={"k": "v"})):
+            channel = TrialChannel(env, [None], collector)
+            await channel.start(tmp_path / "t.sock")
+            try:
+                async with httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(uds=str(tmp_path / "t.sock"))) as c:
+                    probe = await c.get("http://telemetry.rise/")
+                    post = await c.post("http://telemetry.rise/v1/traces", content=b"\x0a\x00",
+                                        headers={"content-type": "application/x-protobuf"})
+                    if collector is None:
+                        assert probe.status_code == post.status_code == 404
+                        assert post.json()["error"]["type"] == "no_collector" and rec.requests == []
+                        continue
+                    assert probe.status_code == 200 and post.status_code == 200
+                    other = await c.post(f"http://telemetry.rise/@127.0.0.1:{rec.port}/x", content=b"",
+                                         headers={"content-type": "application/x-protobuf"})
+                    text = await c.post("http://telemetry.rise/v1/traces", content=b"x",
+                                        headers={"content-type": "text/plain"})
+                    assert other.status_code == 404 and text.status_code == 415
+            finally:
+                await channel.close()
+    assert [(r["method"], r["path"], r["headers"]["k"], r["headers"]["content-type"]) for r in rec.requests] == [
+        ("POST", "/v1/traces", "v", "application/x-protobuf")]
