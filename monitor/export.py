@@ -463,11 +463,9 @@ def to_readable_spans(items: Sequence[tuple[Mapping[str, Any], SpanData]]) -> li
 
 def otlp_http_configured(env: Mapping[str, str] | None = None) -> bool:
     """Whether the standard OTEL_* variables ask for OTLP export of traces."""
-    env = os.environ if env is None else env
-    exporters = env.get("OTEL_TRACES_EXPORTER", "otlp").lower()
-    if "otlp" not in exporters.split(","):
-        return False
-    return bool(env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_ENDPOINT"))
+    from trials.telemetry import collector_from_env
+
+    return collector_from_env(os.environ if env is None else env) is not None
 
 
 def make_otlp_exporter(endpoint: str | None = None):

@@ -2,7 +2,7 @@
 
 Puts DIR's parent on ``sys.path``, imports the package under DIR's name, applies ``DIR/recording.toml`` (if
 present), writes spans to ``<agent_dir>/spans.jsonl`` (and to an OTLP/HTTP collector when the standard
-``OTEL_EXPORTER_OTLP_*`` variables say so), sets ``trials.harness_api.TRIAL_ID``, then calls
+``OTEL_EXPORTER_OTLP_*`` variables say so; confined, through the trial channel to the runner's collector), sets ``trials.harness_api.TRIAL_ID``, then calls
 ``<pkg>.main.main(["--spec", SPEC])`` and exits with its return code.
 
 Ended spans reach the disk within ``write_linger_ms`` (the writer thread writes them in bursts; ``write = "sync"``
@@ -28,6 +28,7 @@ from typing import Any
 from trials.harness_api import TRIAL_ID, TrialSpec, write_json_atomic
 from trials.results import MONITOR_STATS_FILE
 
+from .channel_export import ChannelSpanExporter, channel_collector
 from .config import RecordingConfigError, load_for_harness
 from .export import JsonLinesSink, OtlpHttpForwarder, otlp_http_configured
 from .instrument import Instrumentation
@@ -73,6 +74,8 @@ class Monitor:
                 self.sink.forwarders.append(OtlpHttpForwarder(self.resource))
             except Exception as exc:  # noqa: BLE001 - a bad collector setting must not cost the trial
                 log.warning("monitor: OTLP/HTTP export disabled: %s", exc)
+        elif (sock := channel_collector(env)) is not None:  # confined: live, through the trial channel
+            self.sink.forwarders.append(OtlpHttpForwarder(self.resource, ChannelSpanExporter(sock)))
         self.tracer = make_tracer(backend or self.config.backend, self.sink.submit, self.resource)
         self.instrumentation = Instrumentation(self.package, self.config, self.tracer, self.redactor,
                                                config_path=self.config_path, default_model=spec.endpoint.model,

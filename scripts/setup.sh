@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
 
 need_apt=()
-for pair in bwrap:bubblewrap debootstrap:debootstrap cmake:cmake tmux:tmux g++:g++ nsenter:util-linux; do
+for pair in bwrap:bubblewrap debootstrap:debootstrap cmake:cmake tmux:tmux g++:g++ nsenter:util-linux slirp4netns:slirp4netns; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need_apt+=("${pair#*:}")
 done
 if [ "${RISE_SETUP_CHROMIUM:-1}" = 1 ] && ! command -v chromium >/dev/null 2>&1; then need_apt+=(chromium); fi

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -68,6 +69,19 @@ def test_cli_check_ok_on_the_starter_suite():
     result = CliRunner().invoke(app, ["tasks", "check", str(STARTER)], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "no problems" in result.output and "tasks in" in result.output
+
+
+def test_cli_check_names_tasks_that_leave_allow_internet_unset(tmp_path):
+    """Offline is the default here, unlike Harbor: the check says so for each task that does not choose."""
+    root = tmp_path / "set"
+    shutil.copytree(STARTER / "hello-file", root / "chooses")
+    shutil.copytree(STARTER / "hello-file", root / "silent")
+    toml = root / "silent" / "task.toml"
+    toml.write_text(toml.read_text().replace("allow_internet = false\n", "").replace('"hello-file"', '"silent"'))
+    result = CliRunner().invoke(app, ["tasks", "check", str(root)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0 and "no problems" in result.output, result.output
+    assert "note" in result.output and "silent/task.toml" in result.output and "chooses" not in result.output
+    assert "Harbor's own default is true" in result.output and "runs offline" in result.output
 
 
 def test_cli_list_marks_invalid_tasks(tmp_path):

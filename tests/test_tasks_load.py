@@ -42,7 +42,7 @@ def test_minimal_task_gets_the_documented_defaults(tmp_path):
     assert (cfg.agent.timeout_sec, cfg.agent.user) == (900, None)
     env = cfg.environment
     assert (env.build_timeout_sec, env.docker_image, env.cpus, env.memory_mb, env.storage_mb) == (600, None, 1, 2048, None)
-    assert (env.allow_internet, env.env, env.workdir) == (True, {}, "/app")
+    assert (env.allow_internet, env.env, env.workdir) == (False, {}, "/app")  # Harbor's is true (issue 44)
     assert cfg.solution.env == {} and cfg.metadata == {}
     assert task.environment_dir == task.path / "environment"
     assert task.dockerfile == task.path / "environment" / "Dockerfile"

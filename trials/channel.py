@@ -1,11 +1,16 @@
 """The trial channel: the one door of a confined harness, a unix socket the runner serves for one trial.
 
 A confined harness has no network and no handle on its sandbox (:mod:`trials.confine`). Through this socket
-(HTTP/1.1, one request at a time per connection, any number of connections) it reaches exactly two things:
+(HTTP/1.1, one request at a time per connection, any number of connections) it reaches exactly these:
 
 - **its model endpoints**: a request to host ``model-<i>.rise`` is forwarded to endpoint ``i`` of the trial (0
   the generator, 1 the verifier, when there is one), same method, path and body; the runner adds the endpoint's
-  API key, so the key never enters the sandbox. Nothing else is forwarded anywhere.
+  API key, so the key never enters the sandbox. Nothing else is forwarded anywhere: the upstream URL is the
+  endpoint's own scheme, host and port with the request's path (origin-form only: one leading ``/``, no ``//``,
+  no absolute or authority form, no userinfo); any other target is refused (400 ``bad_target``) before a byte
+  or the key leaves the runner.
+- **its trace collector**, when the runner has one (``OTEL_EXPORTER_OTLP_*``): host ``telemetry.rise``,
+  ``POST /v1/traces`` goes to that collector (:mod:`trials.telemetry`), so spans arrive while the trial runs.
 - **its sandbox**: host ``sandbox.rise``, ``POST /exec`` (JSON: cmd, cwd, env, timeout, user → an ExecResult),
   ``POST /upload?dst=PATH`` (body: a tar whose top entry is ``payload``), ``POST /download`` (JSON: src → a tar
   whose top entry is ``payload``), for this trial's sandbox only; never the Docker socket, never ``nsenter``.
@@ -39,6 +44,7 @@ from .environments.archive import pack
 from .environments.base import Environment
 from .errors import InfraError
 from .harness_api import AgentOutcome, TrialSpec
+from .telemetry import CONTENT_TYPES, TELEMETRY_HOST, TRACES_PATH, Collector, collector_from_env
 
 log = logging.getLogger(__name__)
 
@@ -70,12 +76,31 @@ def _upstream_root(spec: EndpointSpec) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
+def upstream_url(spec: EndpointSpec, target: str) -> httpx.URL:
+    """The URL a model request goes to: the endpoint's scheme, host and port (fixed by the trial's spec) and
+    the request's path and query. Raises ChannelError (400) for any target that is not a plain origin-form path;
+    string concatenation here once let ``1/...``, ``@host/`` or ``.evil.example/`` pick the host (issue 44)."""
+    if not target.startswith("/") or target.startswith("//") or "\\" in target:
+        raise ChannelError(400, "bad_target", f"the trial channel forwards origin-form paths only (one leading "
+                           f"'/'), not the request target {target[:200]!r}")
+    root = httpx.URL(spec.base_url)
+    try:
+        url = root.copy_with(raw_path=target.encode("ascii"))
+    except (httpx.InvalidURL, UnicodeEncodeError) as exc:
+        raise ChannelError(400, "bad_target", f"the request target {target[:200]!r} is not a valid path: {exc}"
+                           ) from exc
+    if (url.scheme, url.host, url.port, url.userinfo) != (root.scheme, root.host, root.port, root.userinfo):
+        raise ChannelError(400, "bad_target", f"the request target {target[:200]!r} would leave the endpoint")
+    return url
+
+
 class TrialChannel:
     """Serves one trial's channel socket; ``await start(path)`` then ``await close()``."""
 
-    def __init__(self, env: Environment, endpoints: list[EndpointSpec | None]):
+    def __init__(self, env: Environment, endpoints: list[EndpointSpec | None], collector: Collector | None = None):
         self.env = env
         self.endpoints = endpoints
+        self.collector = collector
         self.requests: dict[str, int] = {}  # counts by route, for the trial's notes
         self._server: asyncio.base_events.Server | None = None
         self._http: httpx.AsyncClient | None = None
@@ -166,10 +191,12 @@ class TrialChannel:
         headers = {k.decode().lower(): v.decode() for k, v in request.headers}
         host = headers.get("host", "").split(":")[0]
         target = request.target.decode()
-        route = host if host == SANDBOX_HOST else "model" if host.startswith("model-") else "refused"
+        route = host if host in (SANDBOX_HOST, TELEMETRY_HOST) else "model" if host.startswith("model-") else "refused"
         self.requests[route] = self.requests.get(route, 0) + 1
         if host == SANDBOX_HOST:
             return await self._sandbox(request.method.decode(), target, body)
+        if host == TELEMETRY_HOST:
+            return await self._telemetry(request.method.decode(), target, headers, body)
         for i, spec in enumerate(self.endpoints):
             if spec is not None and host == MODEL_HOST.format(index=i):
                 return await self._forward(spec, request.method.decode(), target, headers, body)
@@ -181,17 +208,49 @@ class TrialChannel:
     async def _forward(self, spec: EndpointSpec, method: str, target: str, headers: dict[str, str],
                        body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
         assert self._http is not None
+        try:
+            url = upstream_url(spec, target)  # before the key is touched: a refused target never carries it
+        except ChannelError:
+            self.requests["refused"] = self.requests.get("refused", 0) + 1
+            log.warning("trial channel: refused model request target %r", target[:200])
+            raise
         out = {k: v for k, v in headers.items() if k in FORWARD_HEADERS}
         key = spec.api_key()
         if key and key != "EMPTY":
             out["authorization"] = f"Bearer {key}"
-        url = _upstream_root(spec) + target
-        try:
-            resp = await self._http.request(method, url, content=body, headers=out, timeout=spec.timeout_sec)
+        try:  # never a redirect: the key goes to the endpoint's own host only
+            resp = await self._http.request(method, url, content=body, headers=out, timeout=spec.timeout_sec,
+                                            follow_redirects=False)
         except httpx.HTTPError as exc:
             raise ChannelError(502, "model_unreachable", f"model server unreachable at {url}: "
                                f"{type(exc).__name__}: {exc}") from exc
         kept = [(k, v) for k, v in resp.headers.items() if k.lower() in ("content-type", "retry-after")]
+        return resp.status_code, kept, resp.content
+
+    # ------------------------------------------------------------------------------------- the trace collector
+
+    async def _telemetry(self, method: str, target: str, headers: dict[str, str], body: bytes
+                         ) -> tuple[int, list[tuple[str, str]], bytes]:
+        """OTLP/HTTP export requests to the runner's collector: fixed URL and headers, the body only."""
+        assert self._http is not None
+        if self.collector is None:
+            raise ChannelError(404, "no_collector", "the runner has no trace collector (OTEL_EXPORTER_OTLP_*)")
+        if method == "GET" and target == "/":
+            return 200, [("content-type", "application/json")], b'{"collector": true}'
+        if method != "POST" or target != TRACES_PATH:
+            raise ChannelError(404, "not_found", f"no {method} {target[:200]} on {TELEMETRY_HOST} "
+                               f"(POST {TRACES_PATH})")
+        ctype = headers.get("content-type", "").split(";")[0].strip()
+        if ctype not in CONTENT_TYPES:
+            raise ChannelError(415, "bad_content_type", f"OTLP export requests are {' or '.join(CONTENT_TYPES)}, "
+                               f"not {ctype!r}")
+        try:
+            resp = await self._http.post(self.collector.url, content=body, timeout=10, follow_redirects=False,
+                                         headers={**self.collector.headers, "content-type": ctype})
+        except httpx.HTTPError as exc:
+            raise ChannelError(502, "collector_unreachable", f"trace collector unreachable at "
+                               f"{self.collector.url}: {type(exc).__name__}") from exc
+        kept = [(k, v) for k, v in resp.headers.items() if k.lower() == "content-type"]
         return resp.status_code, kept, resp.content
 
     # ------------------------------------------------------------------------------------------- the sandbox
@@ -252,7 +311,7 @@ async def serving(confinement: Any, env: Environment, spec: TrialSpec, agent_dir
         return
     from .environments.channel import ChannelEnvironment
 
-    channel = TrialChannel(env, [spec.endpoint, spec.verifier_endpoint])
+    channel = TrialChannel(env, [spec.endpoint, spec.verifier_endpoint], collector_from_env(os.environ))
     await channel.start(agent_dir / CHANNEL_NAME)
     handle = ChannelEnvironment(CHANNEL_SOCKET, spec.workdir, env.kind, env.terminal).handle()
     seen = spec.model_copy(update={

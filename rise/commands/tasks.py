@@ -12,7 +12,7 @@ from rich.table import Table
 from rise.commands import console as _console
 from trials.errors import TaskError
 from trials.tasks import check_task_set, inspect_task
-from trials.tasks.check import count_tasks
+from trials.tasks.check import count_tasks, offline_by_default
 from trials.tasks.load import task_dirs
 
 TaskDir = Annotated[Path, typer.Argument(help="a folder of task folders, or one task folder")]
@@ -32,6 +32,8 @@ def check(directory: TaskDir) -> None:
     """Report every problem in a task set, naming the file and the key; exit 1 if there is any."""
     console = _console.out()
     problems = check_task_set(directory)
+    for note in offline_by_default(directory) if not problems else []:
+        console.print(f"[yellow]note[/yellow]: {escape(_short(note.file, directory))} {note.key}: {escape(note.message)}")
     if not problems:
         console.print(f"[green]ok[/green]: {count_tasks(directory)} tasks in {directory}, no problems")
         raise typer.Exit(0)

@@ -3,7 +3,9 @@
 Each trial gets a fresh host folder ``<trial_dir>/sandbox/root`` bound as the sandbox's ``/``; the host's system
 folders (/usr, /etc and the /bin, /lib... links) are bound read-only on top, so ``/app``, ``/logs``, ``/tests``,
 ``/solution``, ``/tmp`` and ``/root`` (HOME) are private, writable, and visible to no other trial. The host's
-/root, /work, /home... are simply not there. Network is unshared when the task says ``allow_internet = false``.
+/root, /work, /home... are simply not there. The sandbox always has its own network namespace: empty when the
+task says ``allow_internet = false`` (the default), else with outside access but no host loopback
+(:mod:`.netns`, slirp4netns).
 
 ``start()`` launches one keeper process (``bwrap ... -- sleep infinity``) that holds the namespaces; ``exec``
 enters them with ``nsenter`` (mount, pid, net, ipc, uts, and the keeper's root), so a tmux server started by one
@@ -36,6 +38,7 @@ import psutil
 
 from ..confine import RO_SYSTEM_DIRS, SYSTEM_LINK_DIRS, system_binds
 from ..errors import EnvironmentBuildError, SandboxError, UnsupportedTaskError
+from . import netns
 from .archive import split_sandbox_path, unpack_single, upload_payload
 from .base import Environment, ExecResult
 from .dockerfile import LocalPlan, plan_local
@@ -113,6 +116,7 @@ class LocalEnvironment(Environment):
         self._proc: subprocess.Popen | None = None
         self._owner = True
         self._plan: LocalPlan | None = None
+        self._net: netns.SandboxNetwork | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -134,9 +138,8 @@ class LocalEnvironment(Environment):
         argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/dev/shm",
                  "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
                  "--hostname", "sandbox", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-                 "--info-fd", str(info_fd), "--chdir", "/", "--clearenv", "--setenv", "PATH", CLEAN_PATH]
-        if not self.allow_internet:
-            argv.append("--unshare-net")
+                 "--info-fd", str(info_fd), "--chdir", "/", "--clearenv", "--setenv", "PATH", CLEAN_PATH,
+                 "--unshare-net"]  # always: internet, where allowed, comes through netns.connect, never host loopback
         # The keeper is pid 1 itself (--as-pid-1): the kernel ignores signals from inside the sandbox to it, so
         # an agent's `kill -9 -1` or `pkill sleep` cannot end the sandbox; bash as pid 1 reaps orphans.
         return [*argv, "--as-pid-1", "--", "/bin/bash", "-c", KEEPER_SCRIPT]
@@ -155,6 +158,8 @@ class LocalEnvironment(Environment):
         (self.root / self.workdir.lstrip("/")).mkdir(parents=True, exist_ok=True)
         await self._launch_keeper()
         try:
+            if self.allow_internet:
+                self._net = await netns.connect(self.pid, self.sandbox_dir / "network.log")
             await self._replay(plan)
         except BaseException:
             await self.stop()
@@ -249,6 +254,9 @@ class LocalEnvironment(Environment):
                 proc.kill()
                 proc.wait()
         self.pid = None
+        if self._net is not None:
+            net, self._net = self._net, None
+            await asyncio.to_thread(net.close)
         if os.environ.get("RISE_KEEP_SANDBOX") != "1" and self.root.exists():
             await asyncio.to_thread(shutil.rmtree, self.root, True)
 
@@ -276,6 +284,7 @@ class LocalEnvironment(Environment):
         env._proc = None
         env._owner = False
         env._plan = None
+        env._net = None
         return env
 
     async def verifier_target(self) -> dict[str, Any] | str:

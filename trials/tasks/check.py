@@ -48,6 +48,27 @@ def check_task_set(root: str | Path) -> list[Problem]:
     return problems
 
 
+NOTE_OFFLINE = {
+    "harbor": "not set: the task runs offline here (this platform's default is false; Harbor's own default is "
+              "true); write allow_internet = true if it needs the network",
+    "terminal-bench": "Terminal-Bench has no such setting and ran with the network; imported tasks run offline "
+                      "here unless their folder is converted to task.toml with allow_internet = true",
+}
+
+
+def offline_by_default(root: str | Path) -> list[Problem]:
+    """Notes (not problems) for valid tasks that leave ``[environment].allow_internet`` unset, so they run
+    without the network where Harbor would have given it (issue 44: the default is false here)."""
+    notes: list[Problem] = []
+    for folder in task_dirs(root):
+        task, _ = inspect_task(folder)
+        if task is not None and "allow_internet" not in task.config.environment.model_fields_set:
+            file = folder / ("task.yaml" if task.layout == "terminal-bench" else "task.toml")
+            notes.append(Problem(str(file), "environment.allow_internet",
+                                 NOTE_OFFLINE.get(task.layout, NOTE_OFFLINE["harbor"])))
+    return notes
+
+
 def count_tasks(root: str | Path) -> int:
     """How many task folders ``root`` holds (for the summary line of a clean check)."""
     return len(task_dirs(root))

@@ -57,7 +57,9 @@ class EnvironmentConfig(_Strict):
     cpus: float = Field(1.0, gt=0)
     memory_mb: int = Field(2048, gt=0)
     storage_mb: int | None = Field(None, gt=0)
-    allow_internet: bool = True
+    # False when task.toml says nothing (Harbor's own default is true): an agent gets the network only where a task
+    # asks for it. ``rise tasks check`` names every task that leaves it unset (trials/tasks/check.py).
+    allow_internet: bool = False
     env: dict[str, str] = Field(default_factory=dict)
     workdir: str = "/app"
 
