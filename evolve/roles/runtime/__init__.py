@@ -58,6 +58,7 @@ from evolve.roles.runtime.role import (
     Limits,
     Role,
     RoleError,
+    RoleInputError,
     RoleResult,
     Usage,
     get_role,
@@ -81,7 +82,7 @@ IMPLEMENTER_TOOLS: tuple[str, ...] = (*READ_ONLY_TOOLS, "write_file", "edit_file
 
 __all__ = [
     "BACKENDS", "IMPLEMENTER_TOOLS", "READ_ONLY_TOOLS", "AgentsConfig", "Backend", "BackendJob", "BackendReply", "Budget",
-    "Limits", "Role", "RoleError", "RoleResult", "ToolContext", "ToolError", "ToolRefused", "ToolSpec", "Usage",
+    "Limits", "Role", "RoleError", "RoleInputError", "RoleResult", "ToolContext", "ToolError", "ToolRefused", "ToolSpec", "Usage",
     "arun_role", "get_role", "get_tool", "list_roles", "list_tools", "make_backend", "read_transcript",
     "register_role", "run_role", "tool",
 ]
