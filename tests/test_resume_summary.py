@@ -171,3 +171,15 @@ def test_run_sh_status_prints_the_summary_of_the_experiment_elsewhere(tmp_path: 
                          text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "the night so far: round 1 starting, stage: reference" in out.stdout and "1 of 4 trials done, 3 left" in out.stdout
+
+
+def test_a_night_still_running_is_named_with_its_pid(tmp_path: Path) -> None:
+    from evolve.experiment.lock import experiment_lock
+
+    exp = make_experiment(tmp_path / "runs", "http://127.0.0.1:9/v1")
+    Ledger(exp.root / "ledger.jsonl").append(RoundStart(key="r01:start", round=1, incumbent="v0"))
+    assert resume_summary(exp).running is None
+    with experiment_lock(exp.root):
+        s = resume_summary(exp)
+    assert s.running == os.getpid()
+    assert f"held right now by pid {os.getpid()}" in "\n".join(render_summary(s))

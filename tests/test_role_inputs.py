@@ -159,3 +159,30 @@ def test_the_implementer_takes_a_proposal_without_tier_as_code(tmp_path: Path) -
             run_role(role, {"proposal": lacking}, ws, _backend(srv), transcripts=tmp_path / "tr2")
         assert srv.requests == []
     assert info.value.fields == ["proposal.mechanism"] and "proposal.mechanism: Field required" in str(info.value)
+
+
+def test_a_round_books_no_call_for_a_proposal_the_implementer_cannot_take(tmp_path: Path) -> None:
+    """Through the round's implementation unit (evolve.steps) on a real experiment: no branch, no worktree, no
+    request, no transcript, no saved unit; the ledger's implementation event says why and claims no call."""
+    from types import SimpleNamespace
+
+    from evolve.experiment.budget import LoopBudget
+    from evolve.roles.proposals.models import ProposalSpec
+    from evolve.steps import RoundSteps
+    from tests.test_controller_support import make_experiment
+
+    exp = make_experiment(tmp_path / "runs", "http://127.0.0.1:9/v1")
+    spec = ProposalSpec(summary="verify the result before a completion claim", setting="completion.verify")
+    rdir = exp.root / "rounds" / "r01"
+    with ScriptedServer([]) as srv:
+        evo = SimpleNamespace(exp=exp, led=exp.ledger, budget=LoopBudget(), role=lambda r: r,
+                              backends=lambda role, key: _backend(srv),
+                              _append=lambda event, point: exp.ledger.append(event))
+        branch = RoundSteps(evo).implementation(1, "verify", spec, None, "v0", exp.harness_dir, rdir)
+        assert srv.requests == []
+    assert branch is None
+    assert not [b for b in exp.repo.branches if b.name.startswith("cand/")] and not (exp.root / "worktrees").exists()
+    assert not rdir.exists()  # no transcript, no saved unit
+    (event,) = exp.ledger.find("implementation")
+    assert event.status == "failed" and "proposal.mechanism: String should match pattern" in event.reason
+    assert set(event.role_call) == {"role", "skipped"} and event.role_call["role"] == "implementer"
