@@ -41,7 +41,8 @@ class Role(BaseModel):
     description: str
     template: Path = Field(description="jinja2 template of the task prompt; renders ``inputs``")
     output: type[BaseModel] = Field(description="the validated answer")
-    inputs: type[BaseModel] | None = Field(default=None, description="validates the inputs when given")
+    inputs: type[BaseModel] | None = Field(default=None, description="validates the inputs before the call "
+                                           "(defaults filled in); required of a registered role")
     tools: tuple[str, ...] = Field(default=(), description="names in the tool registry")
     limits: Limits = Field(default_factory=Limits)
     output_mode: OutputMode = Field(
