@@ -98,7 +98,11 @@ def test_a_frozen_config_that_differs_is_named_field_by_field(tmp_path: Path) ->
     res = CliRunner().invoke(app, ["evolve", "exp", "--runs-dir", str(tmp_path / "runs"), "--config", str(other),
                                    "--rounds", "0"])
     assert "differs from" in res.stderr and "r: 2 frozen, 34 in" in res.stderr, res.output
-    assert "nothing recorded yet: a new night starts" in res.stdout
+    assert "nothing recorded yet: a new night starts" in res.stdout and "tasks folder" not in res.stderr
+    # made in a checkout that is gone: its tasks folder is named
+    exp.config_path.write_text(exp.config_path.read_text().replace(exp.config.tasks.dir, str(tmp_path / "gone")))
+    res = CliRunner().invoke(app, ["evolve", "exp", "--runs-dir", str(tmp_path / "runs"), "--rounds", "0"])
+    assert f"the tasks folder {tmp_path / 'gone'} of" in res.stderr and "does not exist" in res.stderr
 
 
 def test_an_unreadable_experiment_is_named_and_left_alone(tmp_path: Path) -> None:

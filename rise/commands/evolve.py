@@ -176,6 +176,9 @@ def _resume_lines(exp, config: Path | None) -> None:
 
     for line in render_summary(resume_summary(exp), resuming=True):
         _out.print(line, markup=False, soft_wrap=True)
+    if not Path(exp.config.tasks.dir).is_dir():  # the checkout it was made in may be gone: the grids would fail
+        _err.print(f"warning: the tasks folder {exp.config.tasks.dir} of {exp.config_path} (tasks.dir) does not "
+                   "exist: its grids cannot run until it does", markup=False, soft_wrap=True)
     if config is not None and (diffs := config_differences(exp, config)):
         _err.print(f"warning: {exp.config_path} (frozen) differs from {config}; going on with the frozen one "
                    f"(to start over with {config}, move {exp.root} aside):", markup=False, soft_wrap=True)
