@@ -6,8 +6,14 @@
 # the bundled model in every role; after an adoption, the new version is frozen and compared with its parent on
 # the bundled 0.5B (served on port 8081). Rerunning it resumes where it stopped (nothing finished is redone).
 # Extra arguments go to `rise evolve` (e.g. --rounds 2, --max-hours 3, --no-external-research).
+# RISE_RUNS_DIR puts the experiment outside the checkout (default: its runs/): a new checkout on the same machine then
+# resumes the same night, and `rise evolve` says where it stands first. `bash scripts/run.sh --status` only says so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+RUNS="${RISE_RUNS_DIR:-$PWD/runs}"
+if [ "${1:-}" = "--status" ]; then
+  exec rise status demo --runs-dir "$RUNS"
+fi
 RISE_SETUP_MODELS="${RISE_SETUP_MODELS:-qwen2.5-coder-1.5b qwen2.5-coder-0.5b}" bash scripts/setup.sh
 if ! python3 -c 'import httpx, sys; sys.exit(httpx.get("http://127.0.0.1:8080/health", timeout=3).status_code != 200)' \
     2>/dev/null; then
@@ -20,7 +26,11 @@ if ! python3 -c 'import httpx, sys; sys.exit(httpx.get("http://127.0.0.1:8081/he
   rise serve bundled -m qwen2.5-coder-0.5b --port 8081 --ctx 24576 -np 2 --detach || \
     echo "the 0.5B did not start: the transfer's second-model part will be recorded as skipped" >&2
 fi
-[ -d runs/demo ] || rise init demo --config scripts/demo-experiment.toml
+if [ ! -f "$RUNS/demo/experiment.toml" ]; then  # its presence means the experiment exists (rise init writes it last)
+  echo "no experiment at $RUNS/demo: a new one is made" >&2
+  rise init demo --config scripts/demo-experiment.toml --runs-dir "$RUNS"
+fi
 # The bundled 1.5B never wrote a working mechanism (README): its proposals take the tiers it can carry out, new
 # values for the Handbook's switches or prompt text (pass --tiers settings,prompt,code to allow code).
-exec rise evolve demo --rounds 1 --resume --tiers settings,prompt "$@"
+exec rise evolve demo --runs-dir "$RUNS" --config scripts/demo-experiment.toml --rounds 1 --resume \
+  --tiers settings,prompt "$@"

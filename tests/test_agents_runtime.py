@@ -120,7 +120,8 @@ def test_budget_is_checked_before_the_call_and_charged_after(workspace: Path, tm
         assert len(srv.requests) == sent  # refused before any request
     assert info.value.kind == "budget"
     again = Budget.from_transcripts(tmp_path, max_usd=5.0)
-    assert again.spent_usd == pytest.approx(result.cost) and again.calls == 2
+    # the refused call never started: no transcript, so it is not counted as a call
+    assert again.spent_usd == pytest.approx(result.cost) and again.calls == 1
 
 
 def test_deadline_kills_the_call_and_records_a_timeout(workspace: Path, tmp_path: Path) -> None:

@@ -65,6 +65,15 @@ def _held_flocks() -> dict[int, int]:
     return held
 
 
+def held_by(path: Path) -> int | None:
+    """The pid that holds a flock on ``path`` right now (None: nobody does, or there is no such file)."""
+    try:
+        inode = os.stat(path).st_ino
+    except OSError:
+        return None
+    return _held_flocks().get(inode)
+
+
 def running_jobs(exp: Experiment) -> list[dict[str, Any]]:
     """Grids of this experiment being run right now: the job folder, its runner's pid, cells done and the
     trials in flight. A job is running while its ``job.lock`` flock is held."""

@@ -4,7 +4,9 @@ calling again. So a kill at any point either books the call once or repeats noth
 saved the call was cut off (its transcript has no ``end`` line; the resume makes it again, as ``rise audit``
 shows), after it the call is booked from the file.
 
-A failed call (:class:`RoleError`) is saved too, and raised again on resume: it cost as much as a good one.
+A failed call (:class:`RoleError`) is saved too, and raised again on resume: it cost as much as a good one. A call
+refused before it started (bad inputs, a spent budget: ``started`` False) cost nothing and is not saved: a resume
+tries it again.
 """
 
 from __future__ import annotations
@@ -66,6 +68,8 @@ def run_once(path: Path, role: Role, call: Callable[[], RoleResult]) -> RoleResu
     try:
         res = call()
     except RoleError as exc:
+        if not exc.started:
+            raise
         save_error(path, exc)
         kill_point(f"{role.name}-result")
         raise

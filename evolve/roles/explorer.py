@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from evolve.roles.runtime.role import Limits, Role, register_role
 
 
 class ExplorerInputs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
     question: str = Field(min_length=1)
 
 

@@ -53,7 +53,7 @@ def analyze_cmd(
     deadline: Annotated[float | None, typer.Option("--deadline", help="seconds per role call")] = None,
     out: Annotated[Path | None, typer.Option("--out", help="records folder (default: "
                                              "rounds/rNN/analysis of the next round)")] = None,
-    runs_dir: Annotated[Path, typer.Option("--runs-dir", help="where experiments live")] = Path("runs"),
+    runs_dir: Annotated[Path, typer.Option("--runs-dir", help="where experiments live", envvar="RISE_RUNS_DIR")] = Path("runs"),
 ) -> None:
     """Pairs of the flipping tasks → findings (analyst) → groups (grouper) → review → ranked groups."""
     from evolve.roles.analysis.pairs import CorpusError

@@ -63,7 +63,7 @@ def round_cmd(
     tiers: Annotated[str, typer.Option(help="mechanism tiers a proposal may take, comma-separated: settings, "
                                             "prompt, code (a model that cannot write code: settings,prompt)")]
     = "settings,prompt,code",
-    runs_dir: Annotated[Path, typer.Option(help="where experiments live")] = Path("runs"),
+    runs_dir: Annotated[Path, typer.Option(help="where experiments live", envvar="RISE_RUNS_DIR")] = Path("runs"),
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
 ) -> None:
     """Take candidates through checks, screening, evaluation and adoption (one round)."""
@@ -88,7 +88,7 @@ def reference_cmd(
     tiers: Annotated[str, typer.Option(help="mechanism tiers a proposal may take, comma-separated: settings, "
                                             "prompt, code (a model that cannot write code: settings,prompt)")]
     = "settings,prompt,code",
-    runs_dir: Annotated[Path, typer.Option(help="where experiments live")] = Path("runs"),
+    runs_dir: Annotated[Path, typer.Option(help="where experiments live", envvar="RISE_RUNS_DIR")] = Path("runs"),
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
 ) -> None:
     """Run (or finish) a version's reference corpus: development set × r and the held-out split."""
@@ -123,8 +123,11 @@ def evolve_cmd(
     tiers: Annotated[str, typer.Option(help="mechanism tiers a proposal may take, comma-separated: settings, "
                                             "prompt, code (a model that cannot write code: settings,prompt)")]
     = "settings,prompt,code",
-    runs_dir: Annotated[Path, typer.Option(help="where experiments live")] = Path("runs"),
+    runs_dir: Annotated[Path, typer.Option(help="where experiments live", envvar="RISE_RUNS_DIR")] = Path("runs"),
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
+    config: Annotated[Path | None, typer.Option("--config", help="the experiment TOML this experiment was made "
+                                                "from: where its frozen experiment.toml differs, each field is "
+                                                "named (the frozen one is used)")] = None,
     force: Annotated[bool, typer.Option("--force", help="evolve even on a grid that cannot adopt a perfect "
                                         "candidate")] = False,
 ) -> None:
@@ -137,6 +140,13 @@ def evolve_cmd(
 
     try:
         exp = open_experiment(name, runs_dir)
+    except StoreError as exc:
+        found = (Path(name) / "experiment.toml").exists() or (runs_dir / name / "experiment.toml").exists()
+        what = "the experiment exists but cannot be read (nothing was changed): " if found else ""
+        _err.print(f"[red]error:[/] {what}{exc}", soft_wrap=True)
+        raise typer.Exit(1) from None
+    _resume_lines(exp, config)
+    try:
         opts = EvolveOptions(rounds=rounds, candidates=candidates, resume=resume, patience=patience,
                              external_research=not no_external_research,
                              harness_evidence=not no_harness_evidence, max_usd=max_usd, max_tokens=max_tokens,
@@ -158,6 +168,22 @@ def evolve_cmd(
     _out.print(f"stopped: {report.stopped}", markup=False)
     _out.print("adopted: " + (", ".join(adopted) or "nothing"), markup=False)
     raise typer.Exit(0 if report.final else 3)
+
+
+def _resume_lines(exp, config: Path | None) -> None:
+    """Where a night in progress stands (evolve.views.resume), and how the frozen config differs from ``config``."""
+    from evolve.views.resume import config_differences, render_summary, resume_summary
+
+    for line in render_summary(resume_summary(exp), resuming=True):
+        _out.print(line, markup=False, soft_wrap=True)
+    if not Path(exp.config.tasks.dir).is_dir():  # the checkout it was made in may be gone: the grids would fail
+        _err.print(f"warning: the tasks folder {exp.config.tasks.dir} of {exp.config_path} (tasks.dir) does not "
+                   "exist: its grids cannot run until it does", markup=False, soft_wrap=True)
+    if config is not None and (diffs := config_differences(exp, config)):
+        _err.print(f"warning: {exp.config_path} (frozen) differs from {config}; going on with the frozen one "
+                   f"(to start over with {config}, move {exp.root} aside):", markup=False, soft_wrap=True)
+        for line in diffs:
+            _err.print(f"  {line}", markup=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

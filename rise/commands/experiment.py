@@ -17,7 +17,7 @@ from trials.validation import describe
 
 console = _console.out()
 ExpName = Annotated[str, typer.Argument(help="experiment name (under --runs-dir) or path")]
-RunsDir = Annotated[Path, typer.Option("--runs-dir", help="where experiments live")]
+RunsDir = Annotated[Path, typer.Option("--runs-dir", help="where experiments live", envvar="RISE_RUNS_DIR")]
 
 
 def init_cmd(
@@ -103,6 +103,10 @@ def status_cmd(
     console.print(f"rounds: {len(rounds)}, candidates: {len(led.find('candidate_created'))}, "
                   f"decisions: {len(decisions)}, trials recorded: {len(led.find('trial_done'))}")
     _print_spend_and_running(exp)
+    from evolve.views.resume import render_summary, resume_summary
+
+    for line in render_summary(resume_summary(exp)):
+        console.print(line, markup=False, soft_wrap=True)
 
 
 def _print_spend_and_running(exp) -> None:

@@ -20,7 +20,7 @@ _err = _console.err()
 def show_cmd(
     name: Annotated[str, typer.Argument(help="experiment name or path")],
     version: Annotated[str, typer.Argument(help="adopted version (v1) or candidate branch (cand/r01-x, r01-x)")],
-    runs_dir: Annotated[Path, typer.Option(help="where experiments live")] = Path("runs"),
+    runs_dir: Annotated[Path, typer.Option(help="where experiments live", envvar="RISE_RUNS_DIR")] = Path("runs"),
     code: Annotated[bool, typer.Option("--code/--no-code", help="print the code diff too")] = True,
     json_out: Annotated[Path | None, typer.Option("--json", help="also write the view as JSON")] = None,
 ) -> None:
@@ -58,7 +58,7 @@ def show_cmd(
 def report_cmd(
     name: Annotated[str, typer.Argument(help="experiment name or path")],
     output: Annotated[Path | None, typer.Option("-o", "--output", help="default runs/NAME/report.html")] = None,
-    runs_dir: Annotated[Path, typer.Option(help="where experiments live")] = Path("runs"),
+    runs_dir: Annotated[Path, typer.Option(help="where experiments live", envvar="RISE_RUNS_DIR")] = Path("runs"),
 ) -> None:
     """Write a static HTML report: pass rate by grid with intervals, task × grid heat map, flips, decisions with
     reasons, held-out results, what each version changed, and cost."""
@@ -74,7 +74,7 @@ def report_cmd(
 
 def audit_cmd(
     name: Annotated[str, typer.Argument(help="experiment name or path")],
-    runs_dir: Annotated[Path, typer.Option(help="where experiments live")] = Path("runs"),
+    runs_dir: Annotated[Path, typer.Option(help="where experiments live", envvar="RISE_RUNS_DIR")] = Path("runs"),
 ) -> None:
     """After kills and resumes: count ledger events, trials and role calls (finished, failed, interrupted) and
     list anything finished that was done twice or lost (a key booked twice, a trial cell run twice, a finished

@@ -43,7 +43,7 @@ def summary_lines(table: dict) -> list[str]:
 def transfer_cmd(
     name: Annotated[str, typer.Argument(help="experiment name (under --runs-dir) or path")],
     version: Annotated[str, typer.Argument(help="adopted version tag, e.g. v1")],
-    runs_dir: Annotated[Path, typer.Option("--runs-dir", help="where experiments live")] = Path("runs"),
+    runs_dir: Annotated[Path, typer.Option("--runs-dir", help="where experiments live", envvar="RISE_RUNS_DIR")] = Path("runs"),
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
 ) -> None:
     """Freeze VERSION and compare it with its parent: held-out split with the experiment's model, development and

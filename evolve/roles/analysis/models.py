@@ -190,3 +190,57 @@ class Group(BaseModel):
     status: Literal["ranked", "disputed", "excluded"] = "ranked"
     reason: str = ""
     rank: int | None = None
+
+
+# ---------------------------------------------------------------------------------------- what each role is given
+class AnalystInputs(BaseModel):
+    """What the analyst is given for one pair (:func:`evolve.roles.analysis.inputs.pair_inputs`)."""
+
+    model_config = ConfigDict(extra="forbid")
+    task: str = Field(min_length=1)
+    instruction: str = Field(description="the task's instruction")
+    success: str = Field(min_length=1, description="the passing run's folder name")
+    failure: str = Field(min_length=1, description="the failing run's folder name")
+    success_path: str = Field(description="the passing run's folder, relative to the workspace")
+    failure_path: str = Field(description="the failing run's folder, relative to the workspace")
+    success_digest: str
+    failure_digest: str
+    divergence_episode: int = Field(ge=0, description="the first episode whose commands differ")
+    region: str = Field(description="both runs from the diverging episode on")
+    harness_evidence: bool = Field(True, description="False: the ablation without spans and Handbook")
+    handbook: str = Field("", description="the Handbook entries of the behaviours involved")
+    behaviour_ids: list[str] = Field(default_factory=list, description="those behaviours' ids (kept in the "
+                                                                       "transcript; the template shows the entries)")
+    problems: list[str] = Field(default_factory=list, description="why the previous answer was sent back")
+    previous: str = Field("", description="the previous answer, when sent back")
+
+
+class FindingBrief(BaseModel):
+    """One finding as the grouper and the reviewer read it."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: str = Field(min_length=1)
+    task: str
+    failure: str = Field(description="the failed run's folder name")
+    behaviours: list[str] = Field(default_factory=list)
+    wish: str = Field(min_length=3)
+    differences: str = ""
+
+
+class GrouperInputs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    findings: list[FindingBrief] = Field(min_length=1)
+
+
+class GroupShown(BaseModel):
+    """One group as the reviewer reads it: its wish and its members."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1)
+    wish: str = Field(min_length=3)
+    members: list[FindingBrief] = Field(min_length=1)
+
+
+class ReviewerInputs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    groups: list[GroupShown] = Field(min_length=1)

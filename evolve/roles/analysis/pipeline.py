@@ -67,6 +67,10 @@ def call_info(res: RoleResult) -> dict[str, Any]:
 
 
 def error_info(exc: RoleError) -> dict[str, Any]:
+    """A failed call's record for its ledger event; a call refused before it started books no call (like a
+    skipped one): only why it was not made."""
+    if not exc.started:
+        return {"role": exc.role, "skipped": str(exc)}
     return {"role": exc.role, "error": exc.kind, "message": exc.message, "cost": exc.cost,
             "transcript": str(exc.transcript) if exc.transcript else None, "usage": exc.usage.model_dump()}
 

@@ -14,7 +14,14 @@ from typing import Annotated
 from pydantic import Field
 
 from evolve.roles.analysis.digest import DigestError, digest, render_digest
-from evolve.roles.analysis.models import FindingAnswer, GroupingAnswer, ReviewAnswer
+from evolve.roles.analysis.models import (
+    AnalystInputs,
+    FindingAnswer,
+    GrouperInputs,
+    GroupingAnswer,
+    ReviewAnswer,
+    ReviewerInputs,
+)
 from evolve.roles.runtime import Limits, Role, ToolContext, ToolError, register_role, tool
 
 HERE = Path(__file__).parent
@@ -42,6 +49,7 @@ ANALYST = register_role(Role(
                 "say what the harness should have done differently (Compare, Wish, Revise).",
     template=HERE / "analyst.md.j2",
     output=FindingAnswer,
+    inputs=AnalystInputs,
     tools=FULL_TOOLS,
     limits=Limits(max_turns=10, max_output_tokens=1500, deadline_s=1200, corrective_turns=2),
 ))
@@ -51,6 +59,7 @@ GROUPER = register_role(Role(
     description="You pool findings from several run pairs into groups that share one wish for the harness.",
     template=HERE / "grouper.md.j2",
     output=GroupingAnswer,
+    inputs=GrouperInputs,
     tools=(),
     limits=Limits(max_turns=4, max_output_tokens=1200, deadline_s=900, corrective_turns=2),
 ))
@@ -61,6 +70,7 @@ REVIEWER = register_role(Role(
                 "are the groups distinct needs?",
     template=HERE / "reviewer.md.j2",
     output=ReviewAnswer,
+    inputs=ReviewerInputs,
     tools=(),
     limits=Limits(max_turns=4, max_output_tokens=1200, deadline_s=900, corrective_turns=2),
 ))

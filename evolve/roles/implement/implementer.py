@@ -13,11 +13,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from evolve.experiment.store import Experiment
 from evolve.experiment.units import run_once
-from evolve.roles.proposals.models import ProposalSpec
+from evolve.roles.proposals.models import SLUG, ProposalSpec
 from evolve.roles.runtime import (
     IMPLEMENTER_TOOLS,
     Limits,
@@ -28,14 +28,25 @@ from evolve.roles.runtime import (
     run_role,
 )
 from evolve.roles.runtime.backends import Backend
+from evolve.roles.runtime.role import validate_inputs
 from evolve.round.candidates import reset_worktree
 
 log = logging.getLogger(__name__)
 IMPLEMENT_MARK = "rise implementer"  # the first word differs from the controller's "rise candidate" commits
 
 
+class ImplementedProposal(ProposalSpec):
+    """The proposal as the implementer reads it: a :class:`ProposalSpec` (a missing tier is ``code``, the
+    default) that names its mechanism and says what it does, and nothing the spec does not know."""
+
+    model_config = ConfigDict(extra="forbid")
+    mechanism: str = Field(pattern=SLUG, description="the mechanism's slug: also its contract file's name")
+    summary: str = Field(min_length=10, description="what the harness will do differently")
+
+
 class ImplementerInputs(BaseModel):
-    proposal: dict[str, Any] = Field(description="the ProposalSpec as JSON")
+    model_config = ConfigDict(extra="forbid")
+    proposal: ImplementedProposal = Field(description="the proposal to implement")
     failures: str = Field("", description="check failures to repair (empty for the first implementation)")
 
 
@@ -69,9 +80,10 @@ def implement(exp: Experiment, round_no: int, spec: ProposalSpec, backend: Backe
     ``saved``: where the call's result is written before the commit (:func:`evolve.experiment.units.run_once`); when it is
     there already (a kill came after the call), the call is not made again: the worktree's edits are committed.
     Returns (branch, commit, result). A RoleError propagates with the worktree reset to the incumbent."""
+    # a spec the implementer cannot take is a RoleInputError before any branch, worktree or call is made
+    inputs = validate_inputs(role, {"proposal": spec.model_dump(mode="json")})
     base = exp.commit_of(exp.incumbent())
     branch, wt = exp.create_candidate(round_no, slug, base=base)
-    inputs = ImplementerInputs(proposal=spec.model_dump(mode="json"))
 
     def call() -> RoleResult:
         reset_worktree(exp, wt, base)  # a call a kill cut off left edits nobody booked
@@ -120,7 +132,7 @@ def repair_hook(exp: Experiment, backend_for: Callable[[str], Backend], specs: d
         repo = exp.worktree_repo(Path(candidate_dir))
         state = repo.git.status("--porcelain") + repo.head.commit.hexsha
         text = "\n".join(f"- {f}" for f in failures)[:6000]
-        inputs = ImplementerInputs(proposal=spec.model_dump(mode="json"), failures=text)
+        inputs = {"proposal": spec.model_dump(mode="json"), "failures": text}
         try:
             res = run_role(role, inputs, candidate_dir, backend_for(Path(candidate_dir).parent.name),
                            harness=candidate_dir, extra=_check_extra(exp, incumbent_dir, Path(candidate_dir)),

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from evolve.roles.proposals.models import TIERS, ProposalSpec, ProposerAnswer, answer_model
 from evolve.roles.proposals.prompt_tier import prompt_templates
@@ -19,12 +19,34 @@ from evolve.round.guard import GuardReport, OverfitGuard
 from handbook.model import load_handbook
 
 
+class ProposedGroup(BaseModel):
+    """The ranked group a proposal is for, as the proposer reads it."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: str = ""
+    name: str = Field(min_length=1)
+    wish: str = Field(min_length=3, description="the common wish of its findings")
+    tasks: list[str] = Field(default_factory=list, description="tasks where runs flipped because of it")
+    behaviours: list[str] = Field(default_factory=list, description="Handbook behaviour ids involved")
+
+
+class DesignReference(BaseModel):
+    """One reference the researcher found, as the proposer reads it."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: str = Field(min_length=1)
+    framework: str = ""
+    path: str = ""
+    how: str = Field(min_length=1, description="how that framework handles the problem")
+
+
 class ProposerInputs(BaseModel):
     """What the proposer sees (rendered by ``proposer.md.j2``)."""
 
-    group: dict[str, Any] = Field(description="the ranked group: name, wish, tasks, behaviours")
+    model_config = ConfigDict(extra="forbid")
+    group: ProposedGroup = Field(description="the ranked group: name, wish, tasks, behaviours")
     findings: list[str] = Field(default_factory=list, description="its member findings, one line each")
-    references: list[dict[str, Any]] = Field(default_factory=list, description="id, framework, path, how")
+    references: list[DesignReference] = Field(default_factory=list, description="id, framework, path, how")
     history: list[str] = Field(default_factory=list, description="earlier proposals with their grades")
     revisit: str = Field("", description="failure evidence when this group was tried and rejected")
     dev_tasks: list[str] = Field(default_factory=list)
@@ -100,7 +122,7 @@ def propose(inputs: ProposerInputs, workspace: str | Path, backend: Backend, gua
     if not inputs.switches and "settings" in inputs.tiers:
         inputs = inputs.model_copy(update={"switches": harness_switches(harness)})
     if not inputs.involved:
-        behaviours = set(inputs.group.get("behaviours") or [])
+        behaviours = set(inputs.group.behaviours)
         inputs = inputs.model_copy(update={"involved": [s for s in inputs.switches if behaviours & set(s.behaviours)]})
     if not inputs.templates and "prompt" in inputs.tiers:
         inputs = inputs.model_copy(update={"templates": prompt_templates(harness)})
@@ -109,7 +131,8 @@ def propose(inputs: ProposerInputs, workspace: str | Path, backend: Backend, gua
         return run_role(role, inputs, workspace, backend, **run_options)
 
     result = run_once(saved, role, call) if saved is not None else call()
-    spec = ProposalSpec.from_answer(result.output, inputs.group, inputs.dev_tasks)  # type: ignore[arg-type]
+    spec = ProposalSpec.from_answer(result.output, inputs.group.model_dump(),  # type: ignore[arg-type]
+                                    inputs.dev_tasks)
     spec, problems = tier_problems(spec, harness, inputs.switches)
     if spec.tier not in inputs.tiers:
         problems.append(f"tier {spec.tier} is not allowed in this experiment (allowed: {', '.join(inputs.tiers)})")

@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from evolve.roles.analysis.models import Group
 from evolve.roles.researcher.tools import ResearchRecord, read_reference, search_corpus
@@ -32,6 +32,7 @@ OUTCOME_VERSION = 1
 class ResearcherInputs(BaseModel):
     """One selected group, as analysis hands it over."""
 
+    model_config = ConfigDict(extra="forbid")
     group: str = Field(min_length=1, description="the group's name")
     wish: str = Field(min_length=3, description="the common wish of its findings")
     behaviours: list[str] = Field(default_factory=list, description="Handbook behaviour ids involved")

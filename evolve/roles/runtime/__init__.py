@@ -3,14 +3,20 @@ contract observer).
 
 A **role** is a jinja2 prompt + a pydantic output model + a tool set + limits. :func:`run_role` renders the
 prompt, runs it on a backend (``openai``, ``claude`` or ``replay``), validates the answer (an invalid one gets
-``limits.corrective_turns`` corrective turns naming the failing fields, then a :class:`RoleError` naming them),
+``limits.corrective_turns`` corrective turns naming the failing fields, then a :class:`RoleError` naming them;
+inputs that do not fit the role's input model are a :class:`RoleInputError` before anything is sent or paid),
 writes one JSONL transcript per call and returns a :class:`RoleResult` (output, transcript, usage, cost, seconds).
 
-Declare a role (the template sits beside the module; it renders the inputs)::
+Declare a role (the template sits beside the module; it renders the inputs, which its input model validates
+before the call: every path the template reads must be declared there, see :mod:`.template_vars`)::
 
     from pathlib import Path
-    from pydantic import BaseModel
+    from pydantic import BaseModel, ConfigDict
     from evolve.roles.runtime import Limits, Role, register_role
+
+    class ReviewInputs(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        proposal: str
 
     class Verdict(BaseModel):
         mechanism: str
@@ -18,7 +24,7 @@ Declare a role (the template sits beside the module; it renders the inputs)::
 
     REVIEWER = register_role(Role(
         name="reviewer", description="You review one proposal against the traces.",
-        template=Path(__file__).with_name("reviewer.md.j2"), output=Verdict,
+        template=Path(__file__).with_name("reviewer.md.j2"), output=Verdict, inputs=ReviewInputs,
         tools=("read_file", "grep", "spans", "digest"),
         limits=Limits(max_turns=10, max_output_tokens=800, deadline_s=600, max_usd=0.50),
     ))
@@ -58,6 +64,7 @@ from evolve.roles.runtime.role import (
     Limits,
     Role,
     RoleError,
+    RoleInputError,
     RoleResult,
     Usage,
     get_role,
@@ -81,7 +88,7 @@ IMPLEMENTER_TOOLS: tuple[str, ...] = (*READ_ONLY_TOOLS, "write_file", "edit_file
 
 __all__ = [
     "BACKENDS", "IMPLEMENTER_TOOLS", "READ_ONLY_TOOLS", "AgentsConfig", "Backend", "BackendJob", "BackendReply", "Budget",
-    "Limits", "Role", "RoleError", "RoleResult", "ToolContext", "ToolError", "ToolRefused", "ToolSpec", "Usage",
+    "Limits", "Role", "RoleError", "RoleInputError", "RoleResult", "ToolContext", "ToolError", "ToolRefused", "ToolSpec", "Usage",
     "arun_role", "get_role", "get_tool", "list_roles", "list_tools", "make_backend", "read_transcript",
     "register_role", "run_role", "tool",
 ]

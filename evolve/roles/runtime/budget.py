@@ -37,13 +37,14 @@ class Budget:
         return budget
 
     def check(self, role: str, reserve: float | None = None) -> None:
-        """Refuse a call when the budget is spent (or cannot cover ``reserve``, the call's own $ limit)."""
+        """Refuse a call when the budget is spent (or cannot cover ``reserve``, the call's own $ limit): a
+        RoleError of a call that did not start."""
         if self.max_usd is None:
             return
         left = self.max_usd - self.spent_usd
         if left <= 0 or (reserve is not None and reserve > left):
             raise RoleError(role, "budget", f"budget spent: ${self.spent_usd:.4f} of ${self.max_usd:.4f}"
-                            + (f"; this call may cost up to ${reserve:.4f}" if reserve else ""))
+                            + (f"; this call may cost up to ${reserve:.4f}" if reserve else ""), started=False)
 
     def charge(self, role: str, usd: float) -> None:
         with self._lock:

@@ -41,7 +41,8 @@ class Role(BaseModel):
     description: str
     template: Path = Field(description="jinja2 template of the task prompt; renders ``inputs``")
     output: type[BaseModel] = Field(description="the validated answer")
-    inputs: type[BaseModel] | None = Field(default=None, description="validates the inputs when given")
+    inputs: type[BaseModel] | None = Field(default=None, description="validates the inputs before the call "
+                                           "(defaults filled in); required of a registered role")
     tools: tuple[str, ...] = Field(default=(), description="names in the tool registry")
     limits: Limits = Field(default_factory=Limits)
     output_mode: OutputMode = Field(
@@ -77,23 +78,38 @@ class RoleResult(BaseModel):
 
 
 class RoleError(Exception):
-    """A role call that produced no valid answer; ``fields`` names what failed validation, if anything."""
+    """A role call that produced no valid answer; ``fields`` names what failed validation, if anything.
+
+    ``started`` is False for a call refused before it began (bad inputs, a template that does not render, an
+    unknown tool, a spent budget): no request was sent, no transcript written, nothing charged, and a caller
+    books no call for it (:func:`evolve.roles.analysis.pipeline.error_info`)."""
 
     def __init__(self, role: str, kind: ErrorKind, message: str, *, fields: list[str] | None = None,
-                 transcript: Path | None = None, usage: Usage | None = None, cost: float = 0.0):
+                 transcript: Path | None = None, usage: Usage | None = None, cost: float = 0.0,
+                 started: bool = True):
         self.role, self.kind, self.fields = role, kind, list(fields or [])
         self.transcript, self.usage, self.cost = transcript, usage or Usage(), cost
-        self.message = message
+        self.message, self.started = message, started
         named = f" (fields: {', '.join(self.fields)})" if self.fields else ""
         where = f" [transcript: {transcript}]" if transcript else ""
         super().__init__(f"role {role}: {kind}: {message}{named}{where}")
+
+
+class RoleInputError(RoleError):
+    """Inputs that do not fit the role's input model (or its template): raised before the call starts."""
+
+    def __init__(self, role: str, message: str, *, fields: list[str] | None = None):
+        super().__init__(role, "bad_input", message, fields=fields, started=False)
 
 
 _ROLES: dict[str, Role] = {}
 
 
 def register_role(role: Role) -> Role:
-    """Make ``role`` known to ``rise role`` and :func:`get_role`; a second role of the same name is an error."""
+    """Make ``role`` known to ``rise role`` and :func:`get_role`; a second role of the same name is an error, and so
+    is a role without an input model (every registered role's inputs are validated before its call)."""
+    if role.inputs is None:
+        raise ValueError(f"role {role.name!r} has no input model (Role.inputs): its inputs could not be checked")
     old = _ROLES.get(role.name)
     if old is not None and old is not role:
         raise ValueError(f"role {role.name!r} is already registered")
@@ -136,17 +152,32 @@ def list_roles() -> list[Role]:
 
 
 def validate_inputs(role: Role, inputs: Any) -> dict[str, Any]:
-    """The inputs as a dict, validated by ``role.inputs`` when it has one (a RoleError names the fields)."""
+    """The inputs as a dict, validated by ``role.inputs`` when it has one: defaults filled in; a missing, unknown
+    or wrong field is a :class:`RoleInputError` naming the role, each field and what was wrong with it."""
     from pydantic import ValidationError
 
     if isinstance(inputs, BaseModel):
         inputs = inputs.model_dump(mode="json")
     if not isinstance(inputs, dict):
-        raise RoleError(role.name, "bad_input", f"inputs must be a JSON object, not {type(inputs).__name__}")
+        raise RoleInputError(role.name, f"inputs must be a JSON object, not {type(inputs).__name__}")
     if role.inputs is None:
         return inputs
     try:
         return role.inputs.model_validate(inputs).model_dump(mode="json")
     except ValidationError as exc:
-        raise RoleError(role.name, "bad_input", "inputs do not validate",
-                        fields=[".".join(map(str, e["loc"])) for e in exc.errors()]) from None
+        errors = exc.errors(include_url=False)
+        problems = "; ".join(f"{_loc(e['loc'])}: {e['msg']}" + _got(e) for e in errors)
+        raise RoleInputError(role.name, f"inputs do not fit {role.inputs.__name__}: {problems}",
+                             fields=[_loc(e["loc"]) for e in errors]) from None
+
+
+def _loc(loc: tuple[Any, ...]) -> str:
+    return ".".join(map(str, loc)) or "(inputs)"
+
+
+def _got(error: Any) -> str:
+    """The offending value, short (none for a missing field: there is no value to show)."""
+    if error["type"] == "missing":
+        return ""
+    text = repr(error.get("input"))
+    return f" (got {text[:60] + '...' if len(text) > 60 else text})"

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from evolve.roles.runtime.backends.base import Backend, BackendJob
 from evolve.roles.runtime.budget import Budget
-from evolve.roles.runtime.role import Role, RoleError, RoleResult, Usage, validate_inputs
+from evolve.roles.runtime.role import Role, RoleError, RoleInputError, RoleResult, Usage, validate_inputs
 from evolve.roles.runtime.sandbox import kill_sandbox
 from evolve.roles.runtime.tools import ToolContext, ToolSpec, get_tool
 from evolve.roles.runtime.transcript import Transcript, clip
@@ -29,14 +29,16 @@ def _render(path: Path, **values: Any) -> str:
 
 
 def render_prompts(role: Role, inputs: dict[str, Any], workspace: Path, tools: list[ToolSpec]) -> tuple[str, str]:
-    """(system, task prompt) of a call; a missing input is a RoleError naming it."""
+    """(system, task prompt) of a call; a variable the template reads but the inputs lack (StrictUndefined) is a
+    :class:`RoleInputError` naming it."""
     try:
         system = _render(TEMPLATES / "system.md.j2", role=role, workspace=workspace, tools=tools)
         prompt = _render(role.template, inputs=inputs, workspace=workspace, **inputs)
     except jinja2.UndefinedError as exc:
-        raise RoleError(role.name, "bad_input", f"template {role.template.name}: {exc.message}") from None
+        raise RoleInputError(role.name, f"template {role.template.name} reads what the inputs lack: "
+                             f"{exc.message}") from None
     except jinja2.TemplateError as exc:
-        raise RoleError(role.name, "config", f"template {role.template}: {exc}") from None
+        raise RoleError(role.name, "config", f"template {role.template}: {exc}", started=False) from None
     return system, prompt
 
 
@@ -44,27 +46,23 @@ def _tools(role: Role) -> list[ToolSpec]:
     try:
         return [get_tool(name) for name in role.tools]
     except KeyError as exc:
-        raise RoleError(role.name, "config", str(exc).strip("\"'")) from None
+        raise RoleError(role.name, "config", str(exc).strip("\"'"), started=False) from None
 
 
 async def arun_role(role: Role, inputs: dict[str, Any] | BaseModel, workspace: str | Path, backend: Backend, *,
                     transcripts: str | Path | None = None, budget: Budget | None = None,
                     harness: str | Path | None = None, extra: dict[str, Any] | None = None) -> RoleResult:
     """Async :func:`run_role`."""
-    data = validate_inputs(role, inputs)
-    root = Path(workspace).resolve()
-    if not root.is_dir():
-        raise RoleError(role.name, "config", f"workspace {workspace} is not a folder")
-    tools = _tools(role)
+    data, root, tools, system, prompt = _prepare(role, inputs, workspace)
+    if budget is not None:
+        budget.check(role.name, role.limits.max_usd)  # refused: not started either
+    # from here on the call has started: it has a transcript, and whatever happens it is charged
     transcript = Transcript.create(Path(transcripts or DEFAULT_TRANSCRIPTS), role.name)
     ctx = ToolContext(workspace=root, limits=role.limits, transcript=transcript, role=role.name,
                       harness=Path(harness).resolve() if harness else None, extra=dict(extra or {}))
     started = time.monotonic()
     usage = Usage()
     try:
-        if budget is not None:
-            budget.check(role.name, role.limits.max_usd)
-        system, prompt = render_prompts(role, data, root, tools)
         transcript.write("start", call_id=transcript.call_id, role=role.name, backend=backend.name,
                          workspace=str(root), inputs=data, limits=role.limits, tools=[t.name for t in tools],
                          output_schema=role.output.model_json_schema())
@@ -105,6 +103,19 @@ async def arun_role(role: Role, inputs: dict[str, Any] | BaseModel, workspace: s
         transcript.close()
 
 
+def _prepare(role: Role, inputs: dict[str, Any] | BaseModel,
+             workspace: str | Path) -> tuple[dict[str, Any], Path, list[ToolSpec], str, str]:
+    """Everything a call needs before it starts: validated inputs (defaults filled), the workspace, the tools and
+    both prompts. A failure here is a RoleError with ``started`` False: nothing was sent, written or charged."""
+    data = validate_inputs(role, inputs)
+    root = Path(workspace).resolve()
+    if not root.is_dir():
+        raise RoleError(role.name, "config", f"workspace {workspace} is not a folder", started=False)
+    tools = _tools(role)
+    system, prompt = render_prompts(role, data, root, tools)
+    return data, root, tools, system, prompt
+
+
 def _close_failed(exc: RoleError, ctx: ToolContext, backend: Backend, budget: Budget | None,
                   transcript: Transcript, started: float) -> None:
     usage = exc.usage.model_copy(update={"tool_calls": ctx.usage.tool_calls, "refusals": ctx.usage.refusals})
@@ -127,5 +138,7 @@ def run_role(role: Role, inputs: dict[str, Any] | BaseModel, workspace: str | Pa
              **options: Any) -> RoleResult:
     """Run one role call to a validated answer (see :func:`arun_role` for the options: ``transcripts`` folder,
     ``budget``, ``harness``, ``extra``). Raises :class:`RoleError` on invalid output after the corrective turns,
-    a deadline, a spent budget or a backend failure; the transcript is written in every case."""
+    a deadline, a spent budget or a backend failure; the transcript is written for every call that started (one
+    refused before it started, for bad inputs or a spent budget, sends nothing, writes nothing and costs nothing:
+    its error's ``started`` is False)."""
     return asyncio.run(arun_role(role, inputs, workspace, backend, **options))
