@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -90,6 +91,8 @@ def test_timings_reach_spans_trajectory_and_result(tmp_path):
     assert out.exit_code == 0, out.output
     assert "prefill" in out.output and "prompt cache hits" in out.output and "machine load" in out.output
     assert "VerifierCalls.ask" in out.output
+    shown = runner.invoke(app, ["trace", "show", str(trial)])  # each step's head: its call's split
+    assert shown.exit_code == 0 and re.search(r"episode 0 .*model [\d.]+ s \(prefill [\d.]+ s, decode", shown.output)
     from monitor.agents import resolve_agent
     from trials.results import JobConfig
 
