@@ -53,7 +53,9 @@ async def test_server_timings_reach_the_client():
         assert t.prompt_n + (t.cache_n or 0) == res.input_tokens  # usage.prompt_tokens counts cached tokens too
     # the second prompt shares the long system prompt with the first: most of it comes from the slot's cache
     assert second.timings.cache_n and second.timings.cache_n > second.timings.prompt_n
-    assert pair.timings is not None and pair.timings.source == "llamacpp" and len(pair.choices) == 2
+    # n = 2 in one request: llama-server's timings describe one of the two choices (its first)
+    assert pair.timings is not None and pair.timings.source == "llamacpp" and pair.timings.choices == 2
+    assert pair.timings.requests == 1 and pair.timings.predicted_n <= CAP
 
 
 def test_real_trial_records_the_servers_timings(tmp_path):

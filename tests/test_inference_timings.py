@@ -73,7 +73,7 @@ async def test_n_filled_by_parallel_requests_sums_the_server_figures():
         async with _client(srv) as client:
             res = await client.chat(_turn("q"), n=3)
     t = res.timings
-    assert t is not None and t.requests == 3 and len(res.choices) == 3
+    assert t is not None and t.requests == 3 and t.choices == len(res.choices) == 3
     assert t.predicted_n == 3 and t.prompt_n + t.cache_n == res.input_tokens
     assert t.queue_ms is not None and t.queue_ms >= 0.0  # overlapping requests: a lower bound, never negative
 

@@ -47,12 +47,15 @@ def _ratio(cached: float | None, evaluated: float | None) -> float | None:
 class CallTimings(BaseModel):
     """One model call's time and tokens. ``None``: the server did not say. A call answered by several HTTP
     requests (``n`` filled in parallel parts) sums their server figures; they overlap in time, so its waiting
-    is then a lower bound (never below 0)."""
+    is then a lower bound (never below 0). llama-server's ``timings`` (and usage) of one request with ``n > 1``
+    describe its first choice only (seen on build 11434: two choices of 12 tokens, ``predicted_n`` 12); the
+    other choices ran alongside in other slots, so ``predicted_n`` counts that one and the wall time all."""
 
     source: Source = Field(description="who split the time: llamacpp (its timings), vllm (cache counts "
                                        "only) or client (wall time only)")
     wall_ms: float = Field(description="the client's wall time of the whole call")
     requests: int = 1
+    choices: int = 1
     prompt_tokens: int | None = Field(default=None, description="the whole prompt (usage.prompt_tokens)")
     prompt_n: int | None = Field(default=None, description="prompt tokens the server evaluated (prefill)")
     cache_n: int | None = Field(default=None, description="prompt tokens reused from the server's cache")
@@ -103,7 +106,8 @@ def _cached_tokens(usage: Any) -> int | None:
 def call_timings(responses: list[Any], wall_sec: float) -> CallTimings:
     """The timings of one call from its responses (openai SDK objects; unknown fields in ``model_extra``)."""
     source: Source = "client"
-    out = CallTimings(source="client", wall_ms=round(wall_sec * 1000.0, 3), requests=len(responses))
+    out = CallTimings(source="client", wall_ms=round(wall_sec * 1000.0, 3), requests=len(responses),
+                      choices=sum(len(getattr(r, "choices", None) or []) for r in responses))
     fields: dict[str, float | None] = dict.fromkeys(
         ("prompt_tokens", "prompt_n", "cache_n", "prompt_ms", "predicted_n", "predicted_ms"))
     for resp in responses:
