@@ -17,6 +17,7 @@ from monitor.inference import model_calls, summary_of
 from monitor.store import TrialTrace
 from rise.cli import app
 from tests.fakes.openai_server import ScriptedServer
+from tests.test_harbor_diff_support import atif_errors, harbor_python
 from tests.test_monitor_seed_trial import DONE, REPO, SOLVE, SOLVE_ECHO, Model, _parts_missing
 from tests.test_trajectory_atif import atif_problems
 from trials.endpoints.spec import EndpointSpec
@@ -74,6 +75,8 @@ def test_timings_reach_spans_trajectory_and_result(tmp_path):
     assert agent[0]["metrics"]["extra"]["inference"]["source"] == "llamacpp"
     assert "inference" not in agent[0]["metrics"] and isinstance(agent[0]["metrics"]["cached_tokens"], int)
     assert atif_problems(atif) == []
+    path = trial / "agent" / "trajectory.json"  # and Harbor's own ATIF model accepts it
+    assert atif_errors(harbor_python(), path) == {str(path): []}
 
     # result.json: the monitor's sum equals the spans' sum; the machine's load is recorded
     stored = TrialResult.load(trial / "result.json")
