@@ -216,7 +216,7 @@ class Agent:
         self.trajectory.finish(self.cost, {
             "status": status, "error": error, "episodes": self.episodes,
             "summarizations": self.context.summarizations, "subcall_files": self.context.subcall_files,
-            "requests": self.caller.request_log})
+            "requests": self.caller.request_log}, self.caller.inference)
         self.trajectory.write()
         if self.s.trajectory.atif_file not in ("", self.s.trajectory.file):  # never over the rich record
             self.trajectory.write_atif(self.agent_dir / self.s.trajectory.atif_file)

@@ -39,6 +39,7 @@ class ModelReply:
     output_tokens: int = 0
     latency_sec: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
+    timings: api.CallTimings | None = None  # the call's prefill/decode/wait; the candidates of one call share it
 
 
 # Context-overflow wordings of servers the platform client does not classify yet (TGI, vLLM 0.16, Bedrock
@@ -70,6 +71,7 @@ class ModelCaller:
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep):
         self.client, self.s, self.cost, self._sleep = client, settings, cost, sleep
         self.request_log: list[dict[str, Any]] = []  # one entry per HTTP attempt, for the trajectory
+        self.inference = api.InferenceSummary()  # the generator calls' time, for the trajectory's final metrics
         self.response_format: dict | None = None
         if getattr(settings, "json_schema", False):  # a grammar for small models (off in the reference)
             self.response_format = {"type": "json_schema", "json_schema": {
@@ -124,10 +126,17 @@ class ModelCaller:
         choice = result.choices[0]
         self.cost.generator.add(result.input_tokens, result.output_tokens)
         self.cost.parallel_output_tokens += result.output_tokens
+        self._count(result)
         return ModelReply(text=choice.text, finish_reason=choice.finish_reason, input_tokens=result.input_tokens,
                           output_tokens=result.output_tokens, latency_sec=result.latency_sec,
+                          timings=result.timings,
                           extra={"requests": result.requests, "usage_estimated": result.usage_estimated,
                                  **({"reasoning": choice.reasoning} if choice.reasoning else {})})
+
+    def _count(self, result: Any) -> None:
+        timings = getattr(result, "timings", None)  # a test double's result may carry none
+        if timings is not None:
+            self.inference.add(timings)
 
     async def sample(self, messages: list[dict], n: int, temperature: float | None) -> list[ModelReply]:
         """``n`` replies to the same ``messages`` in one request (the client fills missing choices with
@@ -142,13 +151,14 @@ class ModelCaller:
             seed=self._seed(),
             response_format=self.response_format))
         self.cost.generator.add(result.input_tokens, result.output_tokens, calls=result.requests)
+        self._count(result)
         lengths = [max(len(c.text), 1) for c in result.choices]
         shares = [result.output_tokens * length // sum(lengths) for length in lengths]
         if shares:
             shares[-1] += result.output_tokens - sum(shares)
         return [
             ModelReply(text=c.text, finish_reason=c.finish_reason, input_tokens=result.input_tokens,
-                       output_tokens=share, latency_sec=result.latency_sec,
+                       output_tokens=share, latency_sec=result.latency_sec, timings=result.timings,
                        extra={"choice_index": i, "output_tokens_estimated": True, "requests": result.requests})
             for i, (c, share) in enumerate(zip(result.choices, shares))
         ]

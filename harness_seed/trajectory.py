@@ -109,17 +109,18 @@ class Trajectory:
         return self._step(
             "agent", episode, model_name=model_name, message=reply.text, **thinking, tool_calls=tool_calls,
             observation={"results": [{"content": observation}]} if observation is not None else None,
-            metrics={"prompt_tokens": reply.input_tokens, "completion_tokens": reply.output_tokens,
-                     "latency_sec": reply.latency_sec},
-            extra=step_extra,
+            metrics=_metrics(reply), extra=step_extra,
         )
 
-    def finish(self, cost: api.CostLedger, extra: dict[str, Any]) -> None:
-        """Set the final metrics (call :meth:`write` after)."""
+    def finish(self, cost: api.CostLedger, extra: dict[str, Any],
+               inference: api.InferenceSummary | None = None) -> None:
+        """Set the final metrics (call :meth:`write` after); ``inference``: the generator calls' time."""
+        if inference is not None and inference.calls:
+            extra = {**extra, "inference": inference.model_dump()}
         self.data["final_metrics"] = {
             "total_prompt_tokens": cost.generator.input_tokens,
             "total_completion_tokens": cost.generator.output_tokens,
-            "total_cached_tokens": None,
+            "total_cached_tokens": inference.cache_n if inference is not None and inference.cache_known else None,
             "total_cost_usd": cost.cost_usd,
             "total_steps": len(self.steps),
             "extra": {"wall_sec": time.time() - self.started, "cost": cost.model_dump(), **extra},
@@ -135,6 +136,20 @@ class Trajectory:
             return False
         api.write_json_atomic(path, to_atif(self.data))
         return True
+
+
+def _metrics(reply: Any) -> dict[str, Any]:
+    """A step's metrics: tokens and latency; with the server's word on the call, its cached prompt tokens (an
+    ATIF field) and ``inference`` (prefill, decode, waiting: :class:`trials.harness_api.CallTimings`), which the
+    strict ATIF form keeps under ``metrics.extra``."""
+    metrics: dict[str, Any] = {"prompt_tokens": reply.input_tokens, "completion_tokens": reply.output_tokens,
+                               "latency_sec": reply.latency_sec}
+    timings = getattr(reply, "timings", None)
+    if timings is not None:
+        if timings.cache_n is not None:
+            metrics["cached_tokens"] = timings.cache_n
+        metrics["inference"] = timings.model_dump(exclude_none=True)
+    return metrics
 
 
 ATIF_VERSION = "ATIF-v1.8"

@@ -137,7 +137,8 @@ class Monitor:
                         ", ".join(f"{k} {v}" for k, v in lost.items() if v), self.spec.trial_id)
         try:
             write_json_atomic(Path(self.spec.agent_dir) / MONITOR_STATS_FILE,
-                              {"lost_spans": lost, "spans_written": self.sink.spans_written})
+                              {"lost_spans": lost, "spans_written": self.sink.spans_written,
+                               "inference": self.instrumentation.inference.model_dump()})
         except OSError as exc:  # the runner then finds no stats file and says so
             log.warning("monitor: could not write %s: %s", MONITOR_STATS_FILE, exc)
 

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from trials.harness_api import EPISODE, TRIAL_ID
+from trials.harness_api import EPISODE, TRIAL_ID, InferenceSummary
 
 from .config import Boundary, RecordingConfig, RecordingConfigError
 from .export import SLACK, Captured
@@ -164,6 +164,7 @@ class Instrumentation:
         self.patches: list[Patch] = []
         self.sites: dict[str, Site] = {}
         self.internal_errors = 0
+        self.inference = InferenceSummary()  # every recorded model call's time, for the trial's result.json
 
     # ------------------------------------------------------------------------------------------ apply
     def apply(self) -> list[str]:
@@ -411,9 +412,13 @@ class Instrumentation:
         if isinstance(temperature, (int, float)) and not isinstance(temperature, bool):
             attrs["gen_ai.request.temperature"] = float(temperature)
 
-    @staticmethod
-    def _genai_response(result: Any, extra: dict[str, Any]) -> None:
+    def _genai_response(self, result: Any, extra: dict[str, Any]) -> None:
         replies = list(result) if isinstance(result, (list, tuple)) else [result]
+        timings = next((t for t in (getattr(r, "timings", None) for r in replies) if t is not None), None)
+        if timings is not None and hasattr(timings, "span_attributes"):
+            # the candidates of one call share its timings: one call, counted once
+            extra.update(timings.span_attributes())
+            self.inference.add(timings)
         extra["rise.candidates"] = len(replies)
         ins = [r.input_tokens for r in replies if isinstance(getattr(r, "input_tokens", None), int)]
         outs = [r.output_tokens for r in replies if isinstance(getattr(r, "output_tokens", None), int)]

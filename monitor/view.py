@@ -162,6 +162,17 @@ def _span_observation(span: Span) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- views
+def _split(span: Span) -> str:
+    """`` (prefill 60.1 s, decode 9.3 s, wait 2.0 s, cache 12%)`` from a model call's recorded timings."""
+    a = span.attributes
+    parts = [f"{label} {a[key] / 1000:.1f} s" for label, key in (
+        ("prefill", "rise.inference.prompt_ms"), ("decode", "rise.inference.predicted_ms"),
+        ("wait", "rise.inference.queue_ms")) if isinstance(a.get(key), (int, float))]
+    if isinstance(a.get("rise.inference.cache_hit_ratio"), (int, float)):
+        parts.append(f"cache {100 * a['rise.inference.cache_hit_ratio']:.0f}%")
+    return f" ({', '.join(parts)})" if parts else ""
+
+
 def render_steps(trace: TrialTrace, *, max_lines: int | None = 6, width: int | None = 140,
                  episode: int | None = None) -> str:
     """The aligned per-step view."""
@@ -182,7 +193,7 @@ def render_steps(trace: TrialTrace, *, max_lines: int | None = 6, width: int | N
         if model:
             m = model[0]
             tokens = (m.attributes.get("gen_ai.usage.input_tokens"), m.attributes.get("gen_ai.usage.output_tokens"))
-            head += f" · model {m.duration_ms / 1000:.2f} s"
+            head += f" · model {m.duration_ms / 1000:.2f} s" + _split(m)
             if tokens[0] is not None:
                 head += f" · {tokens[0]}→{tokens[1]} tokens"
         out.append("")

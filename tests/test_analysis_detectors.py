@@ -208,6 +208,36 @@ def test_trajectory_mode_has_no_span_refs_and_cache_follows_the_files(tmp_path):
     assert any(h.detector == "parse_error" for h in digest(folder).hits)
 
 
+def _with_model_time(folder: Path, prefill: float, waiting: float, other: float) -> None:
+    """result.json as the runner writes it for a trial whose model calls took these seconds."""
+    from trials.endpoints.timings import CallTimings, InferenceSummary
+
+    result = json.loads((folder / "result.json").read_text())
+    summary = InferenceSummary().add(CallTimings(
+        source="llamacpp", wall_ms=1000 * (prefill + waiting + 10), prompt_n=700, cache_n=100,
+        prompt_ms=1000 * prefill, predicted_n=50, predicted_ms=10_000))
+    result["inference"] = summary.model_dump()
+    result["durations"] = {"env_start": 1, "agent": prefill + waiting + 10 + other, "verifier": 5, "env_stop": 1}
+    (folder / "result.json").write_text(json.dumps(result))
+
+
+@pytest.mark.parametrize(("prefill", "waiting", "behaviour"), [(150, 20, "context.proactive"),
+                                                                (40, 130, "model.call")])
+def test_model_time_flags_a_trial_spent_prefilling_or_waiting(tmp_path, prefill, waiting, behaviour):
+    from evolve.roles.analysis.detectors import PREFILL_WAIT_SHARE
+
+    t = CraftedTrial(tmp_path)
+    t.episode([("ls\n", 0.1)], observation=screen(PROMPT + "ls", PROMPT))
+    folder = t.write()
+    _with_model_time(folder, prefill, waiting, other=100)  # (prefill + waiting) / 287 s > PREFILL_WAIT_SHARE
+    [h] = hits(folder, "model_time")
+    assert h.behaviour == behaviour and h.details["share"] >= PREFILL_WAIT_SHARE
+    assert h.details["cache_hit_ratio"] == pytest.approx(0.125) and "prompt cache hits 12%" in h.summary
+    assert hits(folder, "model_time", mode="trajectory") == []  # the figures come through the monitor
+    _with_model_time(folder, prefill / 4, waiting / 4, other=300)  # the same calls in a trial of commands
+    assert hits(folder, "model_time") == []
+
+
 def test_every_detector_has_a_test_above():
     source = Path(__file__).read_text()
     assert all(f'"{name}"' in source for name in DETECTORS), "a detector without a crafted-trace test"

@@ -21,6 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from .endpoints.spec import EndpointSpec, PriceTable
+from .endpoints.timings import CallTimings, InferenceSummary
 from .environments.base import Environment, ExecResult
 from .environments.factory import attach as attach_environment
 from .harness_settings import merge as merge_settings
@@ -182,11 +183,13 @@ __all__ = [
     "TERMINAL_KEYS",
     "TRIAL_ID",
     "AgentOutcome",
+    "CallTimings",
     "Cost",
     "CostLedger",
     "EndpointSpec",
     "Environment",
     "ExecResult",
+    "InferenceSummary",
     "TrialSpec",
     "Usage",
     "attach_environment",

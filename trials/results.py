@@ -18,8 +18,10 @@ from pydantic import BaseModel, Field, ValidationError
 
 from .agents import AgentSpec
 from .endpoints.spec import EndpointSpec
+from .endpoints.timings import InferenceSummary
 from .errors import RiseError
 from .harness_api import CostLedger, write_json_atomic
+from .load import MachineLoad
 from .validation import describe
 
 RESULT_VERSION = 1
@@ -43,6 +45,16 @@ def read_lost_spans(agent_dir: str | os.PathLike, monitored: bool = True) -> dic
         return {str(k): int(v) for k, v in data["lost_spans"].items()}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return {"stats_unreadable": 1}
+
+
+def read_inference(agent_dir: str | os.PathLike) -> InferenceSummary | None:
+    """The monitor's sum of the trial's model-call timings (None: no monitor, or it wrote none)."""
+    try:
+        data = json.loads((Path(agent_dir) / MONITOR_STATS_FILE).read_text())
+        summary = InferenceSummary.model_validate(data["inference"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return summary if summary.calls else None
 
 
 class FormatError(RiseError):
@@ -129,6 +141,11 @@ class TrialResult(BaseModel):
     notes: list[str] = Field(default_factory=list)
     lost_spans: dict[str, int] = Field(default_factory=dict, description="spans the monitor lost, by cause "
                                        "(write, forward, instrumentation); read from the agent's monitor_stats.json")
+    # Absent (None) from results written before they were recorded, and for agents no monitor ran.
+    inference: InferenceSummary | None = Field(default=None, description="the model calls' time: prefill, "
+                                               "decode, waiting, cache hits (trials/endpoints/timings.py)")
+    machine_load: MachineLoad | None = Field(default=None, description="the host's load over the trial "
+                                             "(trials/load.py)")
 
     @property
     def is_infra(self) -> bool:

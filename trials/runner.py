@@ -45,7 +45,8 @@ from .environments.base import Environment
 from .environments.verifier import VerifierRun, run_verifier
 from .errors import InfraError, TaskError
 from .harness_api import AgentOutcome, TrialSpec, write_json_atomic
-from .results import TrialResult, read_lost_spans
+from .load import LoadProbe
+from .results import TrialResult, read_inference, read_lost_spans
 
 log = logging.getLogger(__name__)
 
@@ -248,7 +249,7 @@ async def run_trial(task: Any, agent: AgentSpec, endpoint: EndpointSpec | None, 
         "endpoint": endpoint.model_dump(mode="json") if endpoint else None,
         "verifier_endpoint": verifier_endpoint.model_dump(mode="json") if verifier_endpoint else None,
     })
-    t_total = time.monotonic()
+    t_total, load = time.monotonic(), LoadProbe.start()
     env: Environment | None = None
     launcher: launch.AgentLaunch | None = None
     try:
@@ -293,6 +294,7 @@ async def run_trial(task: Any, agent: AgentSpec, endpoint: EndpointSpec | None, 
                 res.notes.append(f"env.stop failed: {type(exc).__name__}: {exc}")
             res.durations.env_stop = time.monotonic() - t0
     res.durations.total = time.monotonic() - t_total
+    res.machine_load = load.finish()
     res.finished_at = _now()
     res.write(trial_dir)
     return res
@@ -319,6 +321,7 @@ async def _agent_phase(res: TrialResult, task: Any, agent: AgentSpec, endpoint: 
     res.agent_exit_code, res.agent_timed_out = rc, timed_out
     outcome, problem = _read_outcome(agent_dir)
     res.lost_spans = read_lost_spans(agent_dir, monitored="monitor.host" in agent.argv)
+    res.inference = read_inference(agent_dir)
     if any(res.lost_spans.values()):  # the trace is incomplete: say so wherever the result is read
         res.notes.append(f"monitor lost spans: {res.lost_spans}")
         log.warning("%s: the monitor lost spans %s", trial_dir.name, res.lost_spans)

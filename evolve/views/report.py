@@ -35,6 +35,8 @@ from evolve.views.show import (
     locate_reference,
     version_view,
 )
+from evolve.views.timing import LABELS as TIME_LABELS
+from evolve.views.timing import time_rows
 from trials.cost import CostSummary
 from trials.metrics import Comparison, compare
 
@@ -101,6 +103,7 @@ class Report:
     plots: dict[str, Markup] = field(default_factory=dict)
     evolution: list[Any] = field(default_factory=list)  # evolve.views.rounds.RoundRecord per rise evolve round
     morning: list[Any] = field(default_factory=list)  # evolve.views.morning.MorningRound per started round
+    time: list[Any] = field(default_factory=list)  # evolve.views.timing.TimeRow per grid: time split and load
 
     @property
     def total_spend(self) -> CostSummary:
@@ -239,6 +242,7 @@ def build_report(exp: Experiment) -> Report:
     from evolve.views.morning import morning_rounds
 
     report.morning = morning_rounds(exp, report)
+    report.time = time_rows(columns)
     report.plots = {"pass_rate": pass_rate_plot(columns), "heatmap": heatmap_plot(tasks, columns),
                     "outcomes": outcomes_plot(columns), "cost": cost_plot(columns)}
     return report
@@ -267,6 +271,7 @@ def render_report(report: Report) -> str:
     env.filters["fmt"] = _fmt
     env.filters["handbook_html"] = _handbook_html
     env.filters["interval"] = lambda m: interval_of(m)
+    env.globals["time_labels"] = TIME_LABELS
     return env.get_template("report.html.j2").render(r=report)
 
 

@@ -101,6 +101,7 @@ class CallOutcome:
     output_tokens: int
     latency_sec: float
     error: str | None = None
+    timings: Any = None  # the call's CallTimings (prefill, decode, waiting), when the client measured them
 
 
 def _is_context_error(exc: BaseException) -> bool:
@@ -193,6 +194,7 @@ class VerifierCalls:
             input_tokens=int(result.input_tokens or 0),
             output_tokens=int(result.output_tokens or 0),
             latency_sec=float(result.latency_sec or 0.0),
+            timings=getattr(result, "timings", None),
         )
 
     async def ask_all(self, jobs: list[tuple[str, list[str], str]]) -> list[CallOutcome]:
@@ -214,6 +216,7 @@ def _usage(out: CallOutcome) -> dict:
         "output_tokens": out.output_tokens,
         "latency_sec": round(out.latency_sec, 4),
         "error": out.error,
+        **({"inference": out.timings.model_dump(exclude_none=True)} if out.timings is not None else {}),
     }
 
 

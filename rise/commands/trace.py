@@ -1,4 +1,5 @@
-"""``rise trace``: read a trial's dual trace (spans + trajectory) and send it to an OTLP collector."""
+"""``rise trace``: read a trial's dual trace (spans + trajectory), where its time went, and send it to an OTLP
+collector."""
 
 from __future__ import annotations
 
@@ -107,6 +108,40 @@ def digest_cmd(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     typer.echo(d.model_dump_json(indent=1) if as_json else render_digest(d))
+
+
+@trace_app.command("time")
+def time_cmd(
+    path: Annotated[Path, typer.Argument(help="a trial folder (holding result.json) or a job folder")],
+) -> None:
+    """Where the time went: prefill, decode, waiting for the model, commands and harness, sandbox, verifier;
+    the prompt cache's hit ratio, the speeds and the machine's load. A trial also lists its model calls."""
+    from monitor.inference import render_calls
+    from trials.job import load_job
+    from trials.results import FormatError, TrialResult
+    from trials.time_split import grid_load, grid_split, render_split, trial_split
+
+    try:
+        if (path / "result.json").is_file():
+            res = TrialResult.load(path / "result.json")
+            typer.echo(render_split(trial_split(res), grid_load([res])))
+            if (find_agent_dir(path) / SPANS_FILENAME).is_file():
+                typer.echo("\n" + render_calls(TrialTrace.load(find_agent_dir(path))))
+            return
+        if not (path / "config.json").is_file():
+            typer.echo(f"error: {path} holds neither a result.json (a trial) nor a config.json (a job)", err=True)
+            raise typer.Exit(2)
+        _, results, _ = load_job(path)
+    except (FormatError, OSError, ValueError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    for res in sorted(results, key=lambda r: r.trial_name):
+        split = trial_split(res)
+        hit = split.inference.cache_hit_ratio
+        typer.echo(f"{res.trial_name:<40} {res.status:<6} " + " ".join(
+            f"{p} {getattr(split, p):.0f}s" for p in ("prefill", "decode", "waiting", "model", "other")) +
+            f" cache {'—' if hit is None else f'{100 * hit:.0f}%'}")
+    typer.echo(f"\ngrid ({len(results)} trials):\n" + render_split(grid_split(results), grid_load(results)))
 
 
 def register(app: typer.Typer) -> None:

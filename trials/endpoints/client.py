@@ -26,6 +26,7 @@ from pydantic import BaseModel, Field
 
 from ..errors import ModelServerUnreachable
 from .spec import EndpointSpec
+from .timings import CallTimings, call_timings
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +71,7 @@ class ChatResult(BaseModel):
     model: str = ""
     requests: int = Field(default=1, description="HTTP requests made (more than 1 when n was filled)")
     usage_estimated: bool = Field(default=False, description="the server sent no usage; counts are len//4")
+    timings: CallTimings | None = Field(default=None, description="where the call's time went (endpoints/timings)")
 
     @property
     def text(self) -> str:
@@ -430,7 +432,8 @@ class ModelClient:
         return ChatResult(choices=choices[:n], input_tokens=input_tokens, output_tokens=output_tokens,
                           cached_input_tokens=cached, latency_sec=latency,
                           model=getattr(responses[0], "model", None) or model or self.spec.model,
-                          requests=len(responses), usage_estimated=estimated)
+                          requests=len(responses), usage_estimated=estimated,
+                          timings=call_timings(responses, latency))
 
     # -- what the OpenAI API does not say ---------------------------------------------------------
 

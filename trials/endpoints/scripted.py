@@ -20,11 +20,20 @@ Other routes: ``GET /v1/models`` (``max_model_len``), ``GET /health``, ``POST /t
 chars), and with ``flavor="llamacpp"`` also ``GET /props`` (``default_generation_settings.n_ctx``) while
 ``/v1/models`` then omits ``max_model_len``, as llama.cpp's server does. ``delay`` sleeps before answering
 each chat request, on its own thread, so concurrent requests overlap.
+
+Prompt cache and timings: the server remembers the last prompt it saw (one slot) and counts the prefix the next
+prompt shares with it as cached. The ``llamacpp`` flavor answers every chat with llama.cpp's ``timings`` object
+(``cache_n``, ``prompt_n``, ``prompt_ms``, ``predicted_n``, ``predicted_ms``...): of the time it held the
+request, a quarter is reported as prefill and a half as decode, the rest is left as waiting; an item's
+``timings`` dict overrides any of these. ``prefix_cache=True`` makes the ``vllm`` flavor report the cached
+prefix as vLLM does with ``--enable-prompt-tokens-details`` (``usage.prompt_tokens_details.cached_tokens``,
+whole 16-token blocks).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 import uuid
@@ -187,9 +196,10 @@ class _Handler(BaseHTTPRequestHandler):
             if not self._authorised():
                 return
             owner._record_chat(body)
+            started = time.monotonic()
             if owner.delay:
                 time.sleep(owner.delay)
-            status, payload = owner._answer_chat(body)
+            status, payload = owner._answer_chat(body, time.monotonic() - started)
             self._send(status, payload)
         elif path in ("/tokenize", "/v1/tokenize"):
             if "content" in body:
@@ -216,11 +226,13 @@ class ScriptedServer:
 
     def __init__(self, responder: Responder, model: str = "scripted", context_limit: int = 8192,
                  delay: float = 0.0, *, api_key: str | None = None, flavor: str = "vllm",
-                 host: str = "127.0.0.1", port: int = 0):
+                 host: str = "127.0.0.1", port: int = 0, prefix_cache: bool = False):
         if flavor not in ("vllm", "llamacpp"):
             raise ValueError(f"flavor must be 'vllm' or 'llamacpp', not {flavor!r}")
         self.model, self.context_limit, self.delay = model, context_limit, delay
         self.api_key, self.flavor, self.host, self._port = api_key, flavor, host, port
+        self.prefix_cache = prefix_cache
+        self._last_prompt = ""  # the slot's cache: the prompt text of the last chat request
         self._lock = threading.Lock()
         if callable(responder):
             self._callable: Callable[[dict], Item] | None = responder
@@ -303,7 +315,30 @@ class ScriptedServer:
             self._served += 1
             return self._script.pop(0)
 
-    def _answer_chat(self, body: dict) -> tuple[int, dict]:
+    def _cached_tokens(self, prompt: str, prompt_tokens: int) -> int:
+        """Tokens of ``prompt``'s prefix shared with the last prompt (at least one token is evaluated again)."""
+        with self._lock:
+            last, self._last_prompt = self._last_prompt, prompt
+        shared = len(os.path.commonprefix([last, prompt]))
+        return max(0, min(shared // 4, prompt_tokens - 1))
+
+    def _cache_figures(self, payload: dict, prompt: str, elapsed: float, override: dict | None) -> None:
+        """llama.cpp's ``timings`` or vLLM's cached-token count, as the flavor's server would send them."""
+        usage = payload["usage"]
+        cached = self._cached_tokens(prompt, usage["prompt_tokens"])
+        if self.flavor == "vllm":
+            if self.prefix_cache:
+                usage["prompt_tokens_details"] = {"cached_tokens": cached // 16 * 16}
+            return
+        held_ms = elapsed * 1000.0
+        timings = {"cache_n": cached, "prompt_n": usage["prompt_tokens"] - cached, "prompt_ms": held_ms / 4,
+                   "predicted_n": usage["completion_tokens"], "predicted_ms": held_ms / 2, **(override or {})}
+        for what, n, ms in (("prompt", "prompt_n", "prompt_ms"), ("predicted", "predicted_n", "predicted_ms")):
+            timings[f"{what}_per_token_ms"] = timings[ms] / timings[n] if timings[n] else 0.0
+            timings[f"{what}_per_second"] = 1000.0 * timings[n] / timings[ms] if timings[ms] else 0.0
+        payload["timings"] = timings
+
+    def _answer_chat(self, body: dict, elapsed: float = 0.0) -> tuple[int, dict]:
         if body.get("stream"):
             return 400, ScriptedError(400, "ScriptedServer does not stream; send stream=false").body()
         try:
@@ -326,7 +361,7 @@ class ScriptedServer:
             return 500, ScriptedError(500, "scripted item is an empty list of choices").body()
         want_logprobs = bool(body.get("logprobs"))
         top_n = int(body.get("top_logprobs") or 0)
-        choices, completion_tokens, usage_override = [], 0, None
+        choices, completion_tokens, usage_override, timings = [], 0, None, None
         for index, one in enumerate(items):
             if isinstance(one, ScriptedError):
                 return one.status, one.body()
@@ -351,12 +386,14 @@ class ScriptedServer:
             completion_tokens += estimate_tokens(content)
             if spec.get("usage") and usage_override is None:
                 usage_override = spec["usage"]
-        prompt_tokens = estimate_tokens(json.dumps(body.get("messages", [])))
+            timings = timings or spec.get("timings")
+        prompt = json.dumps(body.get("messages", []))
+        prompt_tokens = estimate_tokens(prompt)
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
         if usage_override:
             usage.update(usage_override)
         usage.setdefault("total_tokens", usage["prompt_tokens"] + usage["completion_tokens"])
-        return 200, {
+        payload = {
             "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
             "object": "chat.completion",
             "created": int(time.time()),
@@ -364,6 +401,8 @@ class ScriptedServer:
             "choices": choices,
             "usage": usage,
         }
+        self._cache_figures(payload, prompt, elapsed, timings)
+        return 200, payload
 
 
 def main(argv: list[str] | None = None) -> int:

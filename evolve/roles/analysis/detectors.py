@@ -20,6 +20,9 @@ from evolve.roles.analysis.trial_view import Episode, TrialView, is_prompt_line,
 LONG_WAIT_SEC = 10.0  # a wait this long after a command that had already finished is idle time
 STUCK_REPEATS = 3  # the same commands this many episodes in a row is a loop
 LIMIT_MARKER = "[... output limited to"
+# A trial whose prefill plus waiting for the model server took at least this share of its time spent it on
+# re-reading its prompt and queueing, not on its work: a harness cost (prompt size, cache reuse, concurrent calls).
+PREFILL_WAIT_SHARE = 0.5
 # tmux key names sent on purpose without Enter (C-c, Escape, q to leave a pager...)
 _KEY_NAME = re.compile(r"^(?:[CMS]-\S+|Escape|Enter|Tab|BSpace|Up|Down|Left|Right|PageUp|PageDown|Home|End|"
                        r"F\d+|\S)$")
@@ -332,6 +335,29 @@ def model_errors(view: TrialView) -> list[Hit]:
     if kind in ("model_unreachable", "model_error"):
         out.append(_hit(view, "model_errors", None, f"the run ended with {kind}", [view.ref()]))
     return out
+
+
+@detector("model_time", "context.proactive", "most of the trial's time went to prefilling prompts or to "
+          "waiting for the model server", needs_spans=True)
+def model_time(view: TrialView) -> list[Hit]:
+    # the figures reach result.json through the monitor, hence needs_spans (the no-harness-evidence ablation)
+    split = view.time_split()
+    if split is None:
+        return []
+    prefill, waiting = split.share("prefill") or 0.0, split.share("waiting") or 0.0
+    if prefill + waiting < PREFILL_WAIT_SHARE:
+        return []
+    hit = split.inference.cache_hit_ratio
+    cache = "unknown" if hit is None else f"{100 * hit:.0f}%"
+    worst = view.slowest_model_call()
+    refs = [view.ref()] + ([view.ref(worst.episode, None, worst)] if worst is not None else [])
+    return [_hit(view, "model_time", None,
+                 f"{100 * (prefill + waiting):.0f}% of the trial's time went to prefill ({100 * prefill:.0f}%, "
+                 f"{split.prefill:.0f} s) and waiting for the model server ({100 * waiting:.0f}%, "
+                 f"{split.waiting:.0f} s); prompt cache hits {cache}", refs,
+                 behaviour="context.proactive" if prefill >= waiting else "model.call",
+                 prefill_sec=round(split.prefill, 1), waiting_sec=round(split.waiting, 1),
+                 share=round(prefill + waiting, 3), cache_hit_ratio=hit)]
 
 
 @detector("harness_exception", "loop.process", "a recorded harness function raised", needs_spans=True)

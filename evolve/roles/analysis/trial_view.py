@@ -15,8 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from pydantic import ValidationError
+
 from evolve.roles.analysis.models import EvidenceRef
+from monitor.inference import model_calls, summary_of
 from monitor.store import SPANS_FILENAME, Span, TrialTrace, find_agent_dir, load_steps, rich_trajectory_path
+from trials.results import TrialResult
+from trials.time_split import TimeSplit, trial_split
 
 Mode = Literal["full", "trajectory"]
 
@@ -163,6 +168,23 @@ class TrialView:
     @property
     def format(self) -> str:
         return str(((self.doc.get("agent") or {}).get("extra") or {}).get("format") or "json")
+
+    def time_split(self) -> TimeSplit | None:
+        """Where the trial's time went (:mod:`trials.time_split`): result.json's model-call sum, else the sum
+        of the spans' call timings; None without a readable result or any model timings."""
+        try:
+            result = TrialResult.model_validate(self.result)
+        except ValidationError:
+            return None
+        if result.inference is None and self.trace is not None:
+            summary = summary_of(self.trace)
+            result.inference = summary if summary.calls else None
+        return trial_split(result) if result.inference is not None else None
+
+    def slowest_model_call(self) -> Span | None:
+        """The recorded model call with the longest wall time (None in trajectory mode or without timings)."""
+        calls = model_calls(self.trace) if self.trace is not None else []
+        return max(calls, key=lambda pair: pair[1].wall_ms)[0] if calls else None
 
     # ------------------------------------------------------------------------------------------ evidence
     def spans(self, episode: int | None, boundary: str) -> list[Span]:
