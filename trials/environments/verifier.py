@@ -7,8 +7,8 @@ writing there while the tests run. So:
    verifier has not run yet, so anything there is the agent's), then empties it.
 2. Private mode (an environment whose :meth:`~trials.environments.base.Environment.verifier_target` names a pid
    this host can enter: local always, docker when the engine is on this machine): the tests run through
-   ``verify_enter.py`` with a fresh ``/tests`` and a fresh ``/logs/verifier`` that only their own process tree
-   sees; the reward is read from what they wrote there, nothing else. Afterwards the shared folder is listed
+   ``verify_enter.py`` with a fresh ``/tests``, a fresh ``/logs/verifier`` and a fresh HOME that only their own
+   process tree sees; the reward is read from what they wrote there, nothing else. Afterwards the shared folder is listed
    again: files there were written during the run by processes the agent left behind (recorded, never read).
 3. Shared mode (anything else, recorded as such): upload the tests, run them, download the emptied-then-refilled
    folder. A reward planted before the verifier started is never read; a background writer is not stopped.
@@ -39,6 +39,11 @@ HELPER = Path(__file__).with_name("verify_enter.py")
 SETUP_FAILED = 213  # verify_enter.py's exit status when the private view could not be built
 BACKSTOP_SEC = 30.0  # beyond the tests' own timeout, which the helper enforces
 MAX_LISTED = 50
+# The tests' own HOME in the private view: a fresh tmpfs, not the agent's /root (whose ~/.local site-packages, .pth
+# files, pip or git configuration would run or steer the tests' programs). A task's [verifier] env may set HOME.
+VERIFIER_HOME = "/logs/verifier-home"
+# In both modes: Python ignores the user site-packages of whatever HOME is (the shared mode keeps the agent's).
+ISOLATION_ENV = {"PYTHONNOUSERSITE": "1"}
 # Lists the folder's entries (and a symlink put in its place), then empties it; runs as the agent's peer. A /logs
 # the agent turned into a file or a link is replaced.
 CLEAR = (f"d={FOLDER}; [ -L $d ] && echo '@ {FOLDER} was a symlink'; "
@@ -79,7 +84,7 @@ async def run_verifier(env: Environment, tests_dir: Path, out_dir: Path, *, work
     planted = await clear_folder(env, required=isinstance(target, str))
     if isinstance(target, str):
         await env.upload(Path(tests_dir), "/tests")
-        res = await env.exec(command, cwd=workdir, env=variables, timeout=timeout, user=user)
+        res = await env.exec(command, cwd=workdir, env={**ISOLATION_ENV, **variables}, timeout=timeout, user=user)
         await env.download(FOLDER, out_dir)
         return VerifierRun(result=res, isolation="shared", note=target, planted=planted)
     res, note = await run_private(target, Path(tests_dir), out_dir, workdir=workdir, variables=variables,
@@ -98,7 +103,8 @@ async def run_private(target: dict[str, Any], tests_dir: Path, out_dir: Path, *,
         stdin.write(pack(tests_dir, "."))
         stdin.seek(0)
         args = {"pid": target["pid"], "cgroups": bool(target.get("cgroups")), "timeout": timeout,
-                "workdir": workdir, "user": user, "env": {**target.get("env", {}), **variables},
+                "workdir": workdir, "user": user, "home": VERIFIER_HOME,
+                "env": {**target.get("env", {}), **ISOLATION_ENV, "HOME": VERIFIER_HOME, **variables},
                 "command": ["bash", "-c", command], "result_fd": channel.fileno()}
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-I", "-S", str(HELPER), json.dumps(args), stdin=stdin, stdout=out, stderr=err,
