@@ -11,6 +11,9 @@ Route 2, the verifier's Python: the agent writes a ``.pth`` file and ``usercusto
 site-packages (``/root/.local/lib/python3.X/site-packages``); the task's ``check.py`` would then exit 0 before
 it checks anything.
 
+Issue 40, item 1, the container's own tools: the agent replaces ``python3`` itself and puts a ``.pth`` file in the
+system site-packages (in a container; the local sandbox's are the host's, read-only).
+
 The agent is the oracle running a hostile ``solve.sh`` on a copy of ``hello-file`` that it does not solve, so
 the tests must write ``reward.txt`` = 0. Each route must score 0, leave only the tests' own file among those read
 and, for route 1, no marker on the host. An honest oracle on the same task still scores 1. On ``local``
@@ -77,6 +80,18 @@ printf 'import os\nos._exit(0)\n' > "$site/usercustomize.py"
 echo "STAGED user site: $site"
 """
 
+# Issue 40, item 1: the container's own tools, replaced (python3 itself, and a .pth in the system site-packages).
+STAGE_TOOLS = r"""#!/bin/bash
+py=$(readlink -f "$(command -v python3)")
+site=$(python3 -c 'import site; print(site.getsitepackages()[0])')
+if mkdir -p "$site" 2>/dev/null && echo 'import os; os._exit(0)' > "$site/rise-forge.pth" 2>/dev/null &&
+   printf '#!/bin/sh\nexit 0\n' > "$py" 2>/dev/null; then
+  echo "STAGED tools: $py $site"
+else
+  echo "NOT STAGED tools (read-only system folders)"
+fi
+"""
+
 
 def build_nss_module(out: Path, marker: Path) -> Path:
     """``libnss_rise.so.2`` whose constructor forges the reward and writes ``marker`` through a fresh /proc."""
@@ -96,6 +111,7 @@ def _trials(tmp_path: Path, env: str) -> tuple[dict[str, dict], Path]:
     nss = copy_task("hello-file", tasks, "nss", solve=STAGE_NSS)
     build_nss_module(nss / "solution" / "libnss_rise.so.2", marker)
     copy_task("hello-file", tasks, "usersite", solve=STAGE_USER_SITE)
+    copy_task("hello-file", tasks, "tools", solve=STAGE_TOOLS)
     copy_task("hello-file", tasks, "honest")
     return oracle_results(tmp_path, tasks, env), marker
 
@@ -110,16 +126,17 @@ def _check(tmp_path: Path, env: str) -> None:
     assert "STAGED user site: /root/.local/lib/python3." in _staged(tmp_path, "usersite")
     nss_log = _staged(tmp_path, "nss")
     assert ("STAGED nss: passwd: rise files group: rise files" in nss_log) == (env == "docker"), nss_log
+    assert ("STAGED tools: /usr/" in _staged(tmp_path, "tools")) == (env == "docker")
     escaped = []  # every route is checked before the test fails, so one run shows them all
     if marker.exists():
         escaped.append(f"nss: the module reached the host from the verifier: {marker.read_text().strip()}")
-    for name in ("nss", "usersite"):
+    for name in ("nss", "usersite", "tools"):
         r, files = res[name], _read_files(tmp_path, name)
         if r["reward"] != 0.0 or files != {"reward.txt": "0"}:
             escaped.append(f"{name}: reward {r['reward']} ({r['status']}), the verifier's files {files}")
         assert r["verifier"]["isolation"] == "private" and r["verifier"]["isolation_note"] is None
     assert escaped == [], f"{env}: " + "; ".join(escaped)
-    for name in ("nss", "usersite"):
+    for name in ("nss", "usersite", "tools"):
         assert res[name]["status"] == "failed" and res[name]["failure_class"] == "task_failure", res[name]
     honest = res["honest"]
     assert honest["reward"] == 1.0 and not honest["verifier"]["tampered"], honest["verifier"]
@@ -204,10 +221,21 @@ def test_the_tests_get_a_fresh_home_and_no_user_site(tmp_path, kind, user):
             run = await run_verifier(env, task.path / "tests", out, workdir="/app", variables=variables,
                                      timeout=30, user=user)
             assert run.isolation == "private" and run.result.ok, run
+            tools.append(getattr(env, "_tools_id", None))
             return (out / "env.txt").read_text().split()
         finally:
             await env.stop()
 
+    tools: list[str | None] = []
     uid = "0" if user is None else str(65534)
     assert asyncio.run(go({})) == [VERIFIER_HOME, uid, uid, "0", "1", "mine"]
     assert asyncio.run(go({"HOME": "/root"}))[0] == "/root"
+    if kind == "docker":  # the tests' tools came from a container of their own, gone with the sandbox
+        import docker.errors
+
+        from trials.environments.images import docker_client
+
+        assert all(tools), tools
+        for cid in tools:
+            with pytest.raises(docker.errors.NotFound):
+                docker_client().containers.get(cid)

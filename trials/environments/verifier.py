@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import os
 import shlex
 import sys
 import tarfile
@@ -151,7 +152,8 @@ async def run_private(target: dict[str, Any], tests_dir: Path, out_dir: Path, *,
         args = {"pid": target["pid"], "cgroups": bool(target.get("cgroups")), "timeout": timeout,
                 "workdir": workdir, "user": user, "home": VERIFIER_HOME,
                 "env": {**target.get("env", {}), **ISOLATION_ENV, "HOME": VERIFIER_HOME, **variables},
-                "command": ["bash", "-c", command], "result_fd": channel.fileno()}
+                "command": ["bash", "-c", command], "result_fd": channel.fileno(),
+                "tools_pid": target.get("tools_pid")}
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-I", "-S", str(HELPER), json.dumps(args), stdin=stdin, stdout=out, stderr=err,
             pass_fds=(channel.fileno(),), start_new_session=True)
@@ -177,6 +179,16 @@ async def run_private(target: dict[str, Any], tests_dir: Path, out_dir: Path, *,
         tar.extractall(out_dir, filter="data")
     return ExecResult(returncode=int(fields["rc"]), stdout=stdout, stderr=stderr,
                       timed_out=fields.get("timed_out") == "1"), None
+
+
+def tools_mode() -> Literal["image", "sandbox"]:
+    """Where a container's tests get /usr, /etc, /bin...: ``image`` (default), a fresh container of the task image
+    that the agent never reached; ``sandbox``, the agent's own (``RISE_VERIFIER_TOOLS=sandbox``: for tests that use
+    what the agent installed there, and only with trusted agents)."""
+    mode = os.environ.get("RISE_VERIFIER_TOOLS", "image").strip() or "image"
+    if mode not in ("image", "sandbox"):
+        raise ValueError(f"RISE_VERIFIER_TOOLS={mode!r}: expected 'image' or 'sandbox'")
+    return mode  # type: ignore[return-value]
 
 
 def sandbox_pid_ok(pid: int, container_id: str) -> bool:

@@ -5,8 +5,11 @@
 pid 1, then unshares a mount namespace of its own and builds a new root on a fresh tmpfs stacked on
 ``/dev/shm`` (a mount point in the sandbox, which the agent can neither rename nor remove): every top-level
 folder of the sandbox bound in, except ``/tests`` and ``/logs/verifier``, which are fresh tmpfs folders no other
-process tree sees, and the tests' own HOME, a third one (``home`` of the arguments). Only this host program runs with full privileges: the sandbox's own programs (which the
-agent may have replaced, in a container) run after the capabilities are dropped, chrooted in the new root.
+process tree sees, and the tests' own HOME, a third one (``home`` of the arguments). Given ``tools_pid`` (pid 1 of
+a fresh container of the task image that the agent never reached), its ``/usr``, ``/etc``, ``/bin``, ``/sbin`` and
+``/lib*`` stand in for the sandbox's: the tests' programs are the image's, not what the agent left. Only this
+host program runs with full privileges: the sandbox's own programs run after the capabilities are dropped,
+chrooted in the new root.
 
 The tests keep the sandbox's usual capabilities plus CAP_WAKE_ALARM, a harmless one the agent lacks, also as an
 ambient capability when they run as another user: the kernel then refuses the agent's processes
@@ -46,6 +49,10 @@ CAP_WAKE_ALARM = 35
 CAP_DAC_READ_SEARCH, CAP_KILL = 2, 5  # what the parent keeps: read the tests' folder, stop their process group
 SETUP_FAILED = 213
 NAMESPACES = ("ipc", "uts", "net", "pid", "mnt")  # mnt last: it changes our root
+# The tests' system folders, from a fresh container of the task image when one is given (``tools_pid``).
+TOOL_DIRS = ("bin", "etc", "lib", "lib32", "lib64", "libx32", "sbin", "usr")
+SYS_OPEN_TREE, SYS_MOVE_MOUNT = 428, 429  # x86_64 and arm64 alike
+OPEN_TREE_CLONE, OPEN_TREE_CLOEXEC, AT_RECURSIVE, MOVE_MOUNT_F_EMPTY_PATH, AT_FDCWD = 1, 0o2000000, 0x8000, 4, -100
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -70,7 +77,29 @@ def _mount(src: str | None, target: str, fstype: str | None, flags: int, data: s
     _call(_libc.mount(enc(src), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)), f"mount {target}")
 
 
-def _join(pid: int, cgroups: bool) -> None:
+def _clone_tools(pid: int) -> dict[str, int | str]:
+    """The system folders of the tools container (``pid``: its pid 1, which the agent never reached) as detached
+    mounts, or the link a merged-/usr image has there; entering its mount namespace is the one way to clone them."""
+    ns = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY)
+    try:
+        _call(_libc.setns(ns, CLONE_NEWNS), "setns into the tools container")
+    finally:
+        os.close(ns)
+    trees: dict[str, int | str] = {}
+    for name in TOOL_DIRS:
+        if os.path.islink(f"/{name}"):
+            trees[name] = os.readlink(f"/{name}")
+        elif os.path.isdir(f"/{name}"):
+            fd = _libc.syscall(SYS_OPEN_TREE, AT_FDCWD, f"/{name}".encode(),
+                               OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE)
+            if fd < 0:
+                raise Setup(f"open_tree /{name} of the tools container: {os.strerror(ctypes.get_errno())}")
+            trees[name] = fd
+    return trees
+
+
+def _join(pid: int, cgroups: bool, tools_pid: int | None) -> dict[str, int | str]:
+    """Enter the sandbox (after cloning the tools container's folders, when there is one); returns those."""
     fds = {ns: os.open(f"/proc/{pid}/ns/{ns}", os.O_RDONLY) for ns in NAMESPACES}
     root = os.open(f"/proc/{pid}/root", os.O_RDONLY | os.O_DIRECTORY)  # as nsenter --root: pid 1's own root
     if cgroups:  # a container's limits apply to its verifier too
@@ -85,6 +114,7 @@ def _join(pid: int, cgroups: bool) -> None:
                     f.write(str(os.getpid()))
             except OSError:
                 pass  # a controller not mounted here: the sandbox's own pid 1 still bounds the namespaces
+    tools = _clone_tools(tools_pid) if tools_pid else {}
     for ns, fd in fds.items():
         _call(_libc.setns(fd, 0), f"setns {ns}")
         os.close(fd)
@@ -93,11 +123,13 @@ def _join(pid: int, cgroups: bool) -> None:
     os.close(root)
     _call(_libc.unshare(CLONE_NEWNS), "unshare the mount namespace")
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    return tools
 
 
-def _build_root(tests_tar: bytes, user_ids: tuple[int, int] | None, home: str) -> None:
+def _build_root(tests_tar: bytes, home: str, tools: dict[str, int | str]) -> None:
     """The new root, built in the current folder (``/dev/shm`` after the tmpfs is mounted there), with the tests'
-    own empty HOME at ``home`` (under ``/logs``, which is this root's own folder)."""
+    own empty HOME at ``home`` (under ``/logs``, which is this root's own folder) and ``tools`` (detached mounts
+    or links) in place of the sandbox's folders of those names."""
     if not os.path.isdir("/dev/shm") or os.path.islink("/dev/shm"):
         raise Setup("/dev/shm is missing in the sandbox")
     _mount("rise-verify", "/dev/shm", "tmpfs", 0, "mode=0755,size=512m")
@@ -107,11 +139,18 @@ def _build_root(tests_tar: bytes, user_ids: tuple[int, int] | None, home: str) -
     _call(_libc.umount2(b"dev/shm", 0), "umount dev/shm")  # the copy of this root; the real shm shows again
     os.mkdir("proc")
     _mount("/proc", "proc", None, MS_BIND | MS_REC)
-    for name in sorted(os.listdir("/")):
+    for name in sorted({*os.listdir("/"), *tools}):
         if name in ("proc", "dev", "tests", "logs"):
             continue
-        src = f"/{name}"
-        if os.path.islink(src):
+        src, tool = f"/{name}", tools.get(name)
+        if isinstance(tool, str):
+            os.symlink(tool, name)
+        elif tool is not None:
+            os.mkdir(name)
+            _call(_libc.syscall(SYS_MOVE_MOUNT, tool, b"", AT_FDCWD, name.encode(), MOVE_MOUNT_F_EMPTY_PATH),
+                  f"move_mount {name}")
+            os.close(tool)
+        elif os.path.islink(src):
             os.symlink(os.readlink(src), name)
         elif os.path.isdir(src):
             os.mkdir(name)
@@ -133,9 +172,6 @@ def _build_root(tests_tar: bytes, user_ids: tuple[int, int] | None, home: str) -
     home = home.lstrip("/")
     os.makedirs(home)
     _mount("rise-verifier-home", home, "tmpfs", 0, "mode=0700,size=2g")
-    if user_ids is not None:
-        os.chown("logs/verifier", *user_ids)
-        os.chown(home, *user_ids)
 
 
 class _Reader:
@@ -151,7 +187,8 @@ class _Reader:
 
 
 def _user(spec: str | None) -> tuple[int, int, list[int]] | None:
-    """(uid, gid, groups) of ``spec`` from the sandbox's own /etc/passwd and /etc/group (not the host's NSS)."""
+    """(uid, gid, groups) of ``spec`` from /etc/passwd and /etc/group of the root in the current folder, parsed as
+    text (a name lookup through NSS would load the sandbox's modules)."""
     if spec in (None, "", "root", "0"):
         return None
     try:
@@ -301,10 +338,13 @@ def main() -> int:
     null = os.open("/dev/null", os.O_RDONLY)
     _seal_imports()
     try:
-        _join(int(args["pid"]), bool(args.get("cgroups")))
+        tools = _join(int(args["pid"]), bool(args.get("cgroups")), args.get("tools_pid"))
         os.chdir("/")
-        ids = _user(args.get("user"))
-        _build_root(tests_tar, ids[:2] if ids else None, args["home"])
+        _build_root(tests_tar, args["home"], tools)
+        ids = _user(args.get("user"))  # from the tests' own /etc (the tools container's, when there is one)
+        if ids is not None:
+            os.chown("logs/verifier", ids[0], ids[1])
+            os.chown(args["home"].lstrip("/"), ids[0], ids[1])
     except (Setup, OSError, tarfile.TarError) as exc:
         out.write(f"rise-verify setup-failed {exc}\n".encode())
         return SETUP_FAILED
