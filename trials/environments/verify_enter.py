@@ -38,6 +38,7 @@ import stat
 import sys
 import tarfile
 import time
+import warnings  # noqa: F401 - os.execvpe imports it in the child, after the imports are sealed
 
 CLONE_NEWNS = 0x00020000
 MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
