@@ -239,3 +239,36 @@ def test_the_tests_get_a_fresh_home_and_no_user_site(tmp_path, kind, user):
         for cid in tools:
             with pytest.raises(docker.errors.NotFound):
                 docker_client().containers.get(cid)
+
+
+@pytest.mark.docker
+def test_with_the_images_tools_the_workdir_and_network_files_stay_the_sandboxs(tmp_path):
+    """A working folder under /usr and Docker's /etc/hosts stay the agent's container's, while /usr/bin is the
+    image's (the agent's replaced program is not seen)."""
+    import asyncio
+
+    from tests.escape.test_reward_forgery import _sandbox
+    from trials.environments.verifier import run_verifier
+
+    _need("docker")
+    task, env = _sandbox("docker", tmp_path)
+    task.config.environment.workdir = env.workdir = "/usr/src/app"
+    (task.path / "tests" / "test.sh").write_text(
+        'cd /usr/src/app && cat out.txt > /logs/verifier/out.txt; grep -c "$(hostname)" /etc/hosts '
+        '> /logs/verifier/hosts.txt; cat /usr/bin/rise-agent-tool > /logs/verifier/tool.txt 2>&1; true\n')
+
+    async def go():
+        await env.start()
+        try:
+            await env.exec("mkdir -p /usr/src/app && echo agent > /usr/src/app/out.txt && "
+                           "echo replaced > /usr/bin/rise-agent-tool", cwd="/", timeout=10)
+            run = await run_verifier(env, task.path / "tests", tmp_path / "out", workdir="/usr/src/app",
+                                     variables={}, timeout=30, user=None)
+            assert run.isolation == "private" and run.result.ok and run.note is None, run
+        finally:
+            await env.stop()
+
+    asyncio.run(go())
+    read = {p.name: p.read_text().strip() for p in (tmp_path / "out").iterdir()}
+    assert read["out.txt"] == "agent" and int(read["hosts.txt"]) >= 1, read
+    assert "No such file" in read["tool.txt"], read

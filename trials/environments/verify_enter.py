@@ -53,6 +53,7 @@ NAMESPACES = ("ipc", "uts", "net", "pid", "mnt")  # mnt last: it changes our roo
 # The tests' system folders, from a fresh container of the task image when one is given (``tools_pid``).
 TOOL_DIRS = ("bin", "etc", "lib", "lib32", "lib64", "libx32", "sbin", "usr")
 SYS_OPEN_TREE, SYS_MOVE_MOUNT = 428, 429  # x86_64 and arm64 alike
+SANDBOX_FILES = ("/etc/hosts", "/etc/hostname", "/etc/resolv.conf")
 OPEN_TREE_CLONE, OPEN_TREE_CLOEXEC, AT_RECURSIVE, MOVE_MOUNT_F_EMPTY_PATH, AT_FDCWD = 1, 0o2000000, 0x8000, 4, -100
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -127,7 +128,21 @@ def _join(pid: int, cgroups: bool, tools_pid: int | None) -> dict[str, int | str
     return tools
 
 
-def _build_root(tests_tar: bytes, home: str, tools: dict[str, int | str]) -> None:
+def _keep_sandbox_paths(workdir: str) -> None:
+    """Inside the tools' folders, what stays the sandbox's: the network files Docker writes for the container, and
+    the task's working folder when it lies there (``/usr/src/app``), made in the tools container if need be."""
+    for path in (*SANDBOX_FILES, workdir):
+        target = path.strip("/")
+        if target.split("/")[0] not in TOOL_DIRS or "/" not in target:
+            continue
+        if path == workdir and os.path.isdir(path):
+            os.makedirs(target, exist_ok=True)
+            _mount(path, target, None, MS_BIND | MS_REC)
+        elif os.path.isfile(path) and os.path.isfile(target):
+            _mount(path, target, None, MS_BIND)
+
+
+def _build_root(tests_tar: bytes, home: str, tools: dict[str, int | str], workdir: str) -> None:
     """The new root, built in the current folder (``/dev/shm`` after the tmpfs is mounted there), with the tests'
     own empty HOME at ``home`` (under ``/logs``, which is this root's own folder) and ``tools`` (detached mounts
     or links) in place of the sandbox's folders of those names."""
@@ -159,6 +174,8 @@ def _build_root(tests_tar: bytes, home: str, tools: dict[str, int | str]) -> Non
         elif os.path.exists(src):
             open(name, "w").close()
             _mount(src, name, None, MS_BIND)
+    if tools:
+        _keep_sandbox_paths(workdir)
     os.makedirs("tests")
     _mount("rise-tests", "tests", "tmpfs", 0, "mode=0755")
     with tarfile.open(fileobj=_Reader(tests_tar), mode="r|") as tar:
@@ -341,7 +358,7 @@ def main() -> int:
     try:
         tools = _join(int(args["pid"]), bool(args.get("cgroups")), args.get("tools_pid"))
         os.chdir("/")
-        _build_root(tests_tar, args["home"], tools)
+        _build_root(tests_tar, args["home"], tools, args["workdir"])
         ids = _user(args.get("user"))  # from the tests' own /etc (the tools container's, when there is one)
         if ids is not None:
             os.chown("logs/verifier", ids[0], ids[1])
