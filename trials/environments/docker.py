@@ -244,14 +244,12 @@ class DockerEnvironment(Environment):
             return
         import docker.errors
 
-        cid, self.container_id = self.container_id, None
-        for c in (cid, self._tools_id):
+        ids, self.container_id, self._tools_id = (self.container_id, self._tools_id), None, None
+        for c in [c for c in ids if c is not None]:  # the sandbox and the verifier's tools container
             try:
-                if c is not None:
-                    await asyncio.to_thread(lambda c=c: self.client.containers.get(c).remove(force=True))
+                await asyncio.to_thread(lambda c=c: self.client.containers.get(c).remove(force=True))
             except docker.errors.NotFound:
                 pass
-        self._tools_id = None
 
     def handle(self) -> dict[str, Any]:
         return {"kind": self.kind, "container_id": self.container_id, "image": self.image,
