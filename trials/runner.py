@@ -114,6 +114,8 @@ def _record_tampering(res: TrialResult, run: VerifierRun) -> None:
     v.isolation, v.isolation_note = run.isolation, run.note
     v.planted, v.planted_during = run.planted, run.planted_during
     v.tampered = bool(run.planted or run.planted_during)
+    if run.stopped or run.stop_note:
+        res.notes.append(run.stop_note or f"the agent's processes were stopped before the tests: {run.stopped}")
     if v.tampered:
         res.notes.append(f"the agent wrote into /logs/verifier (never read): before the tests {run.planted}, "
                          f"during them {run.planted_during}")

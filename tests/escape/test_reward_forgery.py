@@ -76,6 +76,11 @@ def _trials(tmp_path: Path, env: str) -> dict[str, dict]:
     copy_task("write-json", tasks, "writer", solve=WRITER)
     copy_task("write-json", tasks, "clobber", solve=CLOBBER)
     copy_task("write-json", tasks, "honest")
+    return oracle_results(tmp_path, tasks, env)
+
+
+def oracle_results(tmp_path: Path, tasks: Path, env: str) -> dict[str, dict]:
+    """``result.json`` of each task in ``tasks`` after one oracle trial in ``env`` (job folder ``tmp_path/job``)."""
     out = tmp_path / "res.json"
     proc = rise_eval("--tasks", str(tasks), "--agent", "oracle", "--env", env, "-r", "1", "-c", "2",
                      "--job-dir", str(tmp_path / "job"), "--json", str(out), timeout=500)

@@ -33,7 +33,7 @@ from .base import Environment, ExecResult
 from .dockerfile import parse, rewrite_from
 from .images import BASE_IMAGE, BaseImageMap, cache_dir, docker_client, ensure_base_image, image_exists
 from .local import KEEPER_SCRIPT, _choose_workdir, owner_alive, owner_tag
-from .verifier import sandbox_pid_ok
+from .verifier import sandbox_pid_ok, tools_mode
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +117,8 @@ class DockerEnvironment(Environment):
         self._client = client
         self._container: Any = None
         self._owner = True
+        self._labels: dict[str, str] = {}
+        self._tools_id: str | None = None  # the verifier's tools container (verifier.tools_mode)
 
     # ------------------------------------------------------------------ image
 
@@ -207,8 +209,8 @@ class DockerEnvironment(Environment):
         self.image = await asyncio.to_thread(self._ensure_image)
         cfg = self.task.config.environment
         name = f"rise-{_slug(self.job_id or 'nojob', 20)}-{_slug(self.trial_dir.name)}-{uuid.uuid4().hex[:6]}"
-        labels = {JOB_LABEL: self.job_id or "", TRIAL_LABEL: self.trial_dir.name, TASK_LABEL: self.task.name,
-                  OWNER_LABEL: owner_tag()}
+        labels = self._labels = {JOB_LABEL: self.job_id or "", TRIAL_LABEL: self.trial_dir.name,
+                                 TASK_LABEL: self.task.name, OWNER_LABEL: owner_tag()}
         kwargs: dict[str, Any] = {
             # bash as pid 1 (no docker-init): the kernel shields pid 1 from signals sent inside the container, so
             # an agent's `kill -9 -1` cannot end the sandbox; the loop reaps orphans. Same keeper as local.
@@ -242,11 +244,12 @@ class DockerEnvironment(Environment):
             return
         import docker.errors
 
-        cid, self.container_id = self.container_id, None
-        try:
-            await asyncio.to_thread(lambda: self.client.containers.get(cid).remove(force=True))
-        except docker.errors.NotFound:
-            pass
+        ids, self.container_id, self._tools_id = (self.container_id, self._tools_id), None, None
+        for c in [c for c in ids if c is not None]:  # the sandbox and the verifier's tools container
+            try:
+                await asyncio.to_thread(lambda c=c: self.client.containers.get(c).remove(force=True))
+            except docker.errors.NotFound:
+                pass
 
     def handle(self) -> dict[str, Any]:
         return {"kind": self.kind, "container_id": self.container_id, "image": self.image,
@@ -270,6 +273,7 @@ class DockerEnvironment(Environment):
         env._client = None
         env._container = None
         env._owner = False
+        env._labels, env._tools_id = {}, None
         return env
 
     async def verifier_target(self) -> dict[str, Any] | str:
@@ -284,7 +288,22 @@ class DockerEnvironment(Environment):
         if pid <= 0 or not sandbox_pid_ok(pid, container.id):
             return "the Docker engine does not run on this machine (the container's pid 1 is not visible here)"
         env = dict(item.split("=", 1) for item in config.get("Env") or [] if "=" in item)
-        return {"pid": pid, "cgroups": True, "env": {"HOME": "/root", **env}}
+        tools = await asyncio.to_thread(self._tools_pid) if tools_mode() == "image" else None
+        return {"pid": pid, "cgroups": True, "env": {"HOME": "/root", **env}, "tools_pid": tools}
+
+    def _tools_pid(self) -> int:
+        """pid 1 of a fresh, idle container of the task image (started once): the tests' /usr, /etc, /bin... come
+        from it, out of the agent's reach (trials/environments/verify_enter.py)."""
+        if self._tools_id is None:
+            name = f"{self._get_container().name}-tools"
+            self._tools_id = self.client.containers.run(
+                self.image, command=["bash", "-c", KEEPER_SCRIPT], detach=True, init=False, name=name,
+                network_mode="none", labels=self._labels).id
+        tools = self.client.containers.get(self._tools_id)
+        pid = int(tools.attrs.get("State", {}).get("Pid") or 0)
+        if pid <= 0 or not sandbox_pid_ok(pid, tools.id):
+            raise SandboxError(f"the verifier's tools container of {self.image} has no pid here")
+        return pid
 
     # ------------------------------------------------------------------ exec and copies
 
