@@ -20,7 +20,7 @@ if ! python3 -c 'import httpx, sys; sys.exit(httpx.get("http://127.0.0.1:8081/he
   rise serve bundled -m qwen2.5-coder-0.5b --port 8081 --ctx 24576 -np 2 --detach || \
     echo "the 0.5B did not start: the transfer's second-model part will be recorded as skipped" >&2
 fi
-[ -d runs/demo ] || rise init demo --config scripts/demo-experiment.toml
+[ -d runs/demo ] || rise init demo --config scripts/demo-experiment.toml --no-power
 # The bundled 1.5B never wrote a working mechanism (README): its proposals take the tiers it can carry out, new
 # values for the Handbook's switches or prompt text (pass --tiers settings,prompt,code to allow code).
 exec rise evolve demo --rounds 1 --resume --tiers settings,prompt "$@"
