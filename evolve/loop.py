@@ -163,7 +163,8 @@ class Evolution:
             return done[0].adopted, done[0].reason, None
         started = self.led.find("round_start", key=f"{rkey}:start")
         incumbent = started[0].incumbent if started else self.exp.incumbent()
-        ctl = Controller(self.exp, checks=self.checks, env_factory=self.env_factory, progress=self.progress)
+        ctl = Controller(self.exp, checks=self.checks, env_factory=self.env_factory, progress=self.progress,
+                         say=self.say)
         commit = self.exp.commit_of(incumbent)
         if not self.led.done(f"{commit}:reference"):
             self.budget.check(self.exp, f"the reference corpus of {incumbent}")

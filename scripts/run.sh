@@ -28,7 +28,7 @@ if ! python3 -c 'import httpx, sys; sys.exit(httpx.get("http://127.0.0.1:8081/he
 fi
 if [ ! -f "$RUNS/demo/experiment.toml" ]; then  # its presence means the experiment exists (rise init writes it last)
   echo "no experiment at $RUNS/demo: a new one is made" >&2
-  rise init demo --config scripts/demo-experiment.toml --runs-dir "$RUNS"
+  rise init demo --config scripts/demo-experiment.toml --runs-dir "$RUNS" --no-power
 fi
 # The bundled 1.5B never wrote a working mechanism (README): its proposals take the tiers it can carry out, new
 # values for the Handbook's switches or prompt text (pass --tiers settings,prompt,code to allow code).

@@ -11,7 +11,7 @@ from tests.test_controller_support import make_experiment
 
 
 def _outcome(pass_at_1: float, complete: bool = True):
-    return SimpleNamespace(complete=complete, metrics=SimpleNamespace(pass_at_1=pass_at_1, missing=[]))
+    return SimpleNamespace(complete=complete, metrics=SimpleNamespace(pass_at_1=pass_at_1, missing=[]), results={})
 
 
 def test_winner_is_chosen_on_complete_grids(tmp_path):

@@ -23,7 +23,7 @@ MORNING = ["--prior", "count-lines=1/2", "--prior", "hello-file=1/2", "--prior",
 
 
 def _one_line(output: str) -> str:
-    (line,) = [x for x in output.splitlines() if x.startswith("power: ")]
+    (line,) = [x for x in output.splitlines() if x.startswith("power, ")]  # "power, the prior's (M = ...)"
     return line
 
 
@@ -70,7 +70,8 @@ def test_force_evolves_anyway_and_says_so(tmp_path):
     exp = init_experiment("demo", ExperimentConfig.load(OLD_DEMO), runs_dir=tmp_path)
     said: list[str] = []
     preflight(exp, said.append, force=True)()  # no refusal raised
-    assert said[0].startswith("power: ") and said[1].startswith("--force: evolving anyway")
+    assert said[0].startswith("power, the prior's (M = 1 candidate a round, 1 round a night): ")
+    assert said[1].startswith("--force: evolving anyway")
 
 
 def test_the_new_demo_grid_has_power_at_its_stated_gain(tmp_path):

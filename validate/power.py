@@ -198,6 +198,7 @@ class GridPower(BaseModel):
     method: str
     raise_r: int | None = Field(None, description="smallest r at which a perfect candidate is adoptable")
     raise_tasks: int | None = Field(None, description="smallest number of tasks (same rates) for the same")
+    label: str = Field("", description="which figure this is (the prior's or the measured; M and rounds a night)")
 
     @property
     def adoptable(self) -> bool:
@@ -216,7 +217,8 @@ class GridPower(BaseModel):
         else:
             perfect = (f"a perfect candidate is adopted {self.perfect:.0%} of the time"
                        + ("" if self.adoptable else f" (CANNOT be adopted reliably: needs {POWER:.0%})"))
-        text = (f"power: {self.policy}{level} on {len(self.tasks)} tasks × r={self.r} ({self.source}): "
+        head = f"power, {self.label}" if self.label else "power"
+        text = (f"{head}: {self.policy}{level} on {len(self.tasks)} tasks × r={self.r} ({self.source}): "
                 f"false adoption {self.false_adoption:.1%}, power {self.power:.1%} at +{self.gain:.2f}, {mde}, "
                 f"{perfect} [{self.method}]")
         if not self.adoptable:

@@ -216,6 +216,20 @@ class EvolveStop(_Event):
     final: bool = Field(default=True, description="False for a budget stop: raising the budget lets it go on")
 
 
+class PowerEvent(_Event):
+    """A round's power, computed once before its first evaluation (``evolve.round.power``): from the baseline grid
+    it decides against (``measured``) and from experiment.toml's prior (``prior``), both at the round's real family
+    (M candidates, ``night_rounds`` rounds a night). Each is a ``validate.power.GridPower`` with its ``line``."""
+
+    kind: Literal["power"] = "power"
+    round: int
+    incumbent: str
+    family_size: int = Field(ge=1, description="M: candidates that entered the round")
+    night_rounds: int = Field(ge=1)
+    measured: dict[str, Any] = Field(default_factory=dict)
+    prior: dict[str, Any] = Field(default_factory=dict)
+
+
 class RoundEnd(_Event):
     """A round finished (``rise evolve``'s, or ``rise round``'s once decided): what it adopted, or why nothing."""
 
@@ -229,7 +243,7 @@ Event = Annotated[
     RoundStart | CandidateCreated | CheckResult | RepairEvent | TrialDone | Screening | Evaluation | Adoption
     | Rejection | Freeze
     | FindingEvent | GroupEvent | ReviewEvent | ResearchEvent | ProposalEvent | ImplementationEvent | GradeEvent
-    | EvolveStop | RoundEnd | TransferEvent,
+    | EvolveStop | RoundEnd | TransferEvent | PowerEvent,
     Field(discriminator="kind"),
 ]
 _adapter: TypeAdapter[Event] = TypeAdapter(Event)

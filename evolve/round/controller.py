@@ -27,7 +27,8 @@ types in ``evolve.round.model``; this file holds the round itself, reference and
 Every step is a keyed ledger event, written after its work is durable, so ``--resume`` after ``kill -9`` skips
 what is finished and redoes only the unit in flight. Keys (C = candidate commit, I = incumbent commit):
 
-    rNN:start  rNN:<slug>:created  C:smoke  C:contracts  C:repair  C:screening:<task>:<rep>  C:screening
+    rNN:start  rNN:power (the measured power, before the first evaluation: evolve.round.power)
+    rNN:<slug>:created  C:smoke  C:contracts  C:repair  C:screening:<task>:<rep>  C:screening
     C:<task>:<rep> (evaluation trials)  C:evaluation  C:decision (final Rejection)  C:adoption
     C:heldout:<task>:<rep>  C:heldout  C:reference (the adopted grid as reference corpus)
     I:reference:<task>:<rep>  I:reference (v0's reference runs)  I:control:rNN:<task>:<rep>  I:control:rNN
@@ -37,14 +38,19 @@ A repaired candidate: ``C:repair`` (a ``repair`` event: the call's transcript an
 the work goes on under C2; the candidate keeps its identity ``rNN:<slug>`` (:mod:`evolve.experiment.identity`) whatever
 repairs changed, and only a final Rejection (``C:decision``) settles it.
 A ⊥ cell in an evaluation blocks the decision (the blocked Rejection gives the reason); the round is not
-published until a resume reruns those cells. ``Evaluation.purpose`` (also in ``metrics["purpose"]``) says which grid an Evaluation
-is (evaluation, reference, heldout, control).
+published until a resume reruns those cells. A cell still ⊥ after ``infra_limit`` attempts where the incumbent is
+healthy is charged to the candidate, which is then rejected as unpublishable (at the decision, or at publication
+when completing a curtailed grid: the same rule), so a round ends within a bounded number of resumes.
+``Evaluation.purpose`` (also in ``metrics["purpose"]``) says which grid an Evaluation is (evaluation, reference,
+heldout, control).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -66,9 +72,12 @@ from evolve.round.model import (
     Stop,
     charge,
     charged_cells,
+    charged_of,
     missing_cells,
+    unpublishable,
     with_regressions,
 )
+from evolve.round.power import announce_round
 from evolve.round.publication import PublicationStage
 from monitor.agents import harness_agent
 from trials.job import load_job
@@ -86,6 +95,7 @@ from validate.evaluate import (
     stop_when_decided,
 )
 
+log = logging.getLogger(__name__)
 __all__ = ["COMMIT_MARK", "CandidateInput", "CandidateReport", "Checks", "Controller", "ControllerError",
            "LedgerBook", "Proposal", "RoundReport", "patch_strip", "run_reference", "run_round", "set_toml_value"]
 
@@ -97,14 +107,16 @@ class Controller:
 
     def __init__(self, exp: Experiment, *, checks: Checks | None = None, repair: Any = None, max_repairs: int = 2,
                  env_factory: EnvFactory | None = None, progress: bool = False, infra_retries: int = 1,
-                 infra_limit: int = 3):
+                 infra_limit: int = 3, say: Callable[[str], None] | None = None):
         self.exp, self.cfg, self.led = exp, exp.config, exp.ledger
+        self.say = say or log.info  # what the round tells its operator (the power before its evaluations)
         self.checks = checks or Checks.default()
         self.repair, self.max_repairs = repair, max_repairs if repair else 0
         self.env_factory, self.progress, self.infra_retries = env_factory, progress, infra_retries
         self.infra_limit = infra_limit  # ⊥ attempts of one candidate cell before it counts as the candidate's failure
         self._dev: list[str] | None = None
         self.baseline_dir: Path | None = None  # the incumbent's grid this round is decided against
+        self.baseline: dict[str, list[bool | None]] = {}  # that grid, decision-shaped
         self.family_size = 1  # candidates that entered the round: each is tested at the family's level
         self.creation = CandidateCreation(self)  # stage 1: the candidate's commit and worktree
         self.checking = CheckStages(self)  # stages 2 and 3: checks (guard, smoke, contracts, repairs), screening
@@ -237,6 +249,9 @@ class Controller:
                                                                          reason=stop.reason) for c in candidates])
         baseline, _ = grid_of_job(baseline_dir)
         self.baseline_dir = baseline_dir  # screening tells the mechanism's own spans from the incumbent's
+        self.baseline = baseline  # publication charges a contender's ⊥ cells against it, as the decision does
+        announce_round(self, round_no, incumbent, f"reference corpus of {incumbent}" if self.cfg.adoption.baseline
+                       == "reference" else f"control grid of round {round_no}")
         reports = []
         for cand in candidates:
             rep = CandidateReport(cand.slug)
@@ -281,6 +296,11 @@ class Controller:
         out = await self.evaluate(round_no, cand.slug, commit, wt, baseline)
         d = decide(out.grid, baseline, self.dev_tasks(), self.cfg.r, self.cfg.adoption.policy,
                    curtail=self.cfg.adoption.sequential, family=self.family(round_no), power_gain=self.cfg.adoption.gain)
+        if cells := charged_of(out.results):  # ⊥ through the attempts: never publishable, so never adopted
+            why, names = unpublishable(self.led, commit, cells, "through the evaluation's attempts")
+            info = {**asdict(d), "pass_at_1": out.metrics.pass_at_1, "slug": cand.slug, "unpublishable": names}
+            rep.decision, rep.regressions = info, d.regressions
+            self.reject(commit, rep, f"{why}; with them as failures: {d.reason}", info)
         arm = None
         if d.decided and self.cfg.adoption.control == "midharness":  # the compute-matched control arm
             d, arm = await self.arm.control_arm(round_no, incumbent, out, d)
@@ -325,7 +345,9 @@ class Controller:
         if charged:  # the same cells are charged on every resume: the count comes from the ledger
             out = outcome_of(plan, charge(out.results, charged), out.stopped_early, out.trials_run)
         if self.led.done(f"{commit}:evaluation"):
-            return out
+            # a ⊥ left by publication's completion of a curtailed grid is a cell the decision was taken without:
+            # publication reruns it (and charges it at the limit); here it reads as not run, so resumes decide alike
+            return outcome_of(plan, {k: v for k, v in out.results.items() if not v.is_infra}, out.stopped_early)
         if any(m.reason != "missing" for m in out.metrics.missing) or (out.metrics.missing and not out.stopped_early):
             return out  # ⊥ cells: no Evaluation event yet; the decision says why and a resume reruns them
         self._evaluation_event(f"{commit}:evaluation", commit, out, "evaluation", curtailed=out.stopped_early,
@@ -337,7 +359,7 @@ class Controller:
 def run_round(exp: Experiment, round_no: int, candidates: list[Any], resume: bool = True,
               **options: Any) -> RoundReport:
     """Run (or resume) one round; ``candidates`` are ``CandidateInput`` or ``(slug, patch_or_branch[,
-    proposal])`` tuples. Options: ``checks``, ``repair``, ``max_repairs``, ``env_factory``, ``progress``."""
+    proposal])`` tuples. Options: ``checks``, ``repair``, ``max_repairs``, ``env_factory``, ``progress``, ``say``."""
     inputs = [c if isinstance(c, CandidateInput) else
               CandidateInput(c[0], str(c[1]), Proposal.model_validate(c[2] if len(c) > 2 else {})) for c in candidates]
     with experiment_lock(exp.root):

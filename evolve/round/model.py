@@ -17,6 +17,7 @@ from trials.results import TrialResult
 from validate.evaluate import GridOutcome
 
 __all__ = ["ControllerError"]  # defined with the experiment, raised by every stage of a round
+CHARGED = "candidate_infra"  # agent_error_kind of a ⊥ cell charged to the candidate (charge)
 
 
 class Proposal(BaseModel):
@@ -83,19 +84,25 @@ class LedgerBook:
 
 def charged_cells(led: Ledger, commit: str, purpose: str, results: dict[tuple[str, int], TrialResult],
                   baseline: dict[str, list[bool | None]], limit: int) -> dict[tuple[str, int], int]:
-    """⊥ cells that count as the candidate's failure, with their ⊥ attempts: those that stayed ⊥ through ``limit``
-    attempts while the incumbent ran the same task without a ⊥ cell. A candidate that breaks its own sandbox
-    would otherwise be ⊥ forever and block its round; an infrastructure fault hits the incumbent too."""
+    """⊥ cells charged to the candidate, with their ⊥ attempts: those that stayed ⊥ through ``limit`` attempts
+    while the incumbent ran the same task without a ⊥ cell. A candidate that breaks its own sandbox would otherwise
+    be ⊥ forever and block its round; an infrastructure fault hits the incumbent too. One rule at the decision and
+    at publication alike: a charged cell makes the candidate unpublishable (:func:`unpublishable`)."""
     out = {}
     for (task, rep), res in results.items():
         healthy = bool(baseline.get(task)) and all(v is not None for v in baseline[task])
         if not res.is_infra or not healthy:
             continue
-        attempts = sum(1 for e in led.find("trial_done", commit=commit, task=task, rep=rep, status="infra")
-                       if e.purpose == purpose)
+        attempts = infra_attempts(led, commit, purpose, task, rep)
         if attempts >= limit:
             out[(task, rep)] = attempts
     return out
+
+
+def infra_attempts(led: Ledger, commit: str, purpose: str, task: str, rep: int) -> int:
+    """How many ⊥ attempts of one cell the ledger has booked (every invocation's)."""
+    return sum(1 for e in led.find("trial_done", commit=commit, task=task, rep=rep, status="infra")
+               if e.purpose == purpose)
 
 
 def charge(results: dict[tuple[str, int], TrialResult], charged: dict[tuple[str, int], int]
@@ -105,7 +112,7 @@ def charge(results: dict[tuple[str, int], TrialResult], charged: dict[tuple[str,
     for key, attempts in charged.items():
         res = out[key]
         out[key] = res.model_copy(update={
-            "status": "failed", "agent_error_kind": "candidate_infra",
+            "status": "failed", "agent_error_kind": CHARGED,
             "agent_error": f"⊥ in {attempts} attempts where the incumbent is healthy: counted as the candidate's "
                            f"failure ({res.infra_cause or 'infra'})"})
     return out
@@ -117,6 +124,30 @@ class Stop(Exception):
     def __init__(self, status: str, reason: str):
         super().__init__(reason)
         self.status, self.reason = status, reason
+
+
+class Unpublishable(Stop):
+    """Publication cannot adopt this contender (cells of its grid charged as ⊥): it is rejected, the others go on."""
+
+    def __init__(self, candidate: CandidateReport, reason: str, cells: list[str]):
+        super().__init__("rejected", reason)
+        self.candidate, self.cells = candidate, cells  # the charged cells, task#k
+
+
+def charged_of(results: dict[tuple[str, int], TrialResult]) -> list[tuple[str, int]]:
+    """The cells that :func:`charge` turned into the candidate's failures."""
+    return sorted(cell for cell, res in results.items() if res.agent_error_kind == CHARGED)
+
+
+def unpublishable(led: Ledger, commit: str, cells: list[tuple[str, int]], where: str) -> tuple[str, list[str]]:
+    """Why a candidate with charged ⊥ cells is rejected (the same words at the decision and at publication), and
+    the cells as ``task#k``."""
+    names = [f"{t}#{k}" for t, k in cells]
+    each = ", ".join(f"{n} ({infra_attempts(led, commit, 'evaluation', t, k)} attempts)"
+                     for n, (t, k) in zip(names, cells))
+    return (f"rejected — cannot be published: {each} stayed ⊥ {where} where the incumbent ran the same tasks "
+            "without ⊥ (the candidate breaks its own sandbox; counted as its failures); a version's evaluation "
+            "becomes the next reference corpus and needs every cell"), names
 
 
 def with_regressions(reason: str, regressions: list[str]) -> str:

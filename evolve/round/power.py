@@ -7,12 +7,19 @@ Where the incumbent's per-task pass rates come from, in order:
    compares against exactly those counts; with ``"control"`` a fresh control is drawn each round at those rates;
 2. otherwise the prior: ``[adoption] prior`` of experiment.toml for the tasks it names, and
    :data:`validate.power.DEFAULT_PRIOR` (0.5: the rate at which one run says least) for the others.
+
+That line is printed before the night, at the planned M (``--candidates``). Each round then recomputes it once its
+baseline grid is complete, before its first evaluation (:func:`announce_round`): the **measured** power against
+the very counts its decisions will use, beside **the prior's**, both at the round's real M and rounds a night,
+booked in the ledger as a ``power`` event that ``rise report`` shows.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
+from evolve.experiment.ledger import PowerEvent
 from evolve.experiment.store import Experiment
 from trials.errors import RiseError
 from validate.multiplicity import Family
@@ -30,8 +37,8 @@ def development_tasks(exp: Experiment) -> list[str]:
     return Controller(exp).dev_tasks()
 
 
-def _reference(exp: Experiment, tasks: list[str]) -> tuple[str, list[int], list[int]] | None:
-    """(incumbent, passes per task, runs per task) of the incumbent's booked reference corpus, if any."""
+def _reference(exp: Experiment, tasks: list[str]) -> tuple[str, dict[str, list[bool | None]]] | None:
+    """(incumbent, decision-shaped grid) of the incumbent's booked reference corpus, if any."""
     from validate.evaluate import grid_of_job
 
     incumbent = exp.incumbent()
@@ -39,8 +46,7 @@ def _reference(exp: Experiment, tasks: list[str]) -> tuple[str, list[int], list[
     if not booked:
         return None
     grid, _ = grid_of_job(exp.root / booked[-1].job_dir)
-    return (incumbent, [sum(o is True for o in grid.get(t, [])) for t in tasks],
-            [len(grid.get(t, [])) for t in tasks])
+    return incumbent, grid
 
 
 def prior_source(prior: dict[str, float], tasks: list[str]) -> str:
@@ -52,26 +58,76 @@ def prior_source(prior: dict[str, float], tasks: list[str]) -> str:
     return f"prior: [adoption] prior {' '.join(f'{t}={prior[t]:.3g}' for t in named)}{rest}"
 
 
+def _known(grid: dict[str, list[bool | None]], tasks: list[str]) -> tuple[Baseline, str]:
+    """The baseline of a complete grid the decisions compare against (its counts known), and its counts as text."""
+    counts = [sum(o is True for o in grid.get(t, [])) for t in tasks]
+    runs = [len(grid.get(t, [])) for t in tasks]
+    rates = tuple(c / n if n else 0.0 for c, n in zip(counts, runs))
+    return Baseline(rates, tuple(counts), tuple(runs)), " ".join(f"{t} {c}/{n}" for t, c, n in zip(tasks, counts, runs))
+
+
+def _label(kind: str, family: Family) -> str:
+    return (f"{kind} (M = {family.size} candidate{'s' if family.size > 1 else ''} a round, "
+            f"{family.night_rounds} round{'s' if family.night_rounds > 1 else ''} a night)")
+
+
+def prior_power(exp: Experiment, family: Family) -> GridPower:
+    """The power from experiment.toml's prior (both grids drawn), at ``family``'s per-candidate level."""
+    ad, tasks = exp.config.adoption, development_tasks(exp)
+    base = Baseline(tuple(ad.prior.get(t, DEFAULT_PRIOR) for t in tasks))
+    out = grid_power(tasks, exp.config.r, ad.policy, family.alpha_candidate, base, prior_source(ad.prior, tasks),
+                     ad.gain)
+    out.label = _label("the prior's", family)
+    return out
+
+
+def measured_power(exp: Experiment, family: Family, grid: dict[str, list[bool | None]], what: str) -> GridPower:
+    """The power against the complete baseline grid ``grid`` (``what`` names it), at ``family``'s level."""
+    ad, tasks = exp.config.adoption, development_tasks(exp)
+    base, counts = _known(grid, tasks)
+    out = grid_power(tasks, exp.config.r, ad.policy, family.alpha_candidate, base, f"{what}: {counts}", ad.gain)
+    out.label = _label("measured", family)
+    return out
+
+
 def experiment_power(exp: Experiment, candidates: int = 1) -> GridPower:
     """The power account of ``exp``'s grid as it stands (see the module docstring), at the level each of a round's
     ``candidates`` is tested at: the night's ``alpha`` split over its rounds and candidates (validate.multiplicity)."""
-    cfg, ad = exp.config, exp.config.adoption
-    tasks = development_tasks(exp)
-    ref = _reference(exp, tasks)
-    if ref is not None:
-        incumbent, counts, runs = ref
-        rates = tuple(c / n if n else 0.0 for c, n in zip(counts, runs))
-        if ad.baseline == "reference":
-            base = Baseline(rates, tuple(counts), tuple(runs))
-            source = (f"reference corpus of {incumbent}: "
-                      + " ".join(f"{t} {c}/{n}" for t, c, n in zip(tasks, counts, runs)))
-        else:
-            base, source = Baseline(rates), f"rates of {incumbent}'s reference corpus, a fresh control each round"
+    ad = exp.config.adoption
+    family = Family(ad.alpha, ad.night_rounds, 1, candidates)
+    ref = _reference(exp, development_tasks(exp))
+    if ref is None:
+        return prior_power(exp, family)
+    incumbent, grid = ref
+    if ad.baseline == "reference":
+        return measured_power(exp, family, grid, f"reference corpus of {incumbent}")
+    tasks = development_tasks(exp)  # a fresh control each round: the corpus's rates as a prior
+    base, _ = _known(grid, tasks)
+    out = grid_power(tasks, exp.config.r, ad.policy, family.alpha_candidate, Baseline(base.rates),
+                     f"rates of {incumbent}'s reference corpus, a fresh control each round", ad.gain)
+    out.label = _label("measured rates", family)
+    return out
+
+
+def announce_round(ctl: Any, round_no: int, incumbent: str, what: str) -> PowerEvent:
+    """Once per round, before its first evaluation: the measured power against the round's baseline grid (``what``:
+    the reference corpus or the round's control) and the prior's, at the round's real M and rounds a night; booked
+    as a ``power`` event (a resume reads it back) and said through the controller's ``say``."""
+    key = f"r{round_no:02d}:power"
+    found = ctl.led.find("power", key=key)
+    if found:
+        ev = found[0]
     else:
-        base = Baseline(tuple(ad.prior.get(t, DEFAULT_PRIOR) for t in tasks))
-        source = prior_source(ad.prior, tasks)
-    level = Family(ad.alpha, ad.night_rounds, 1, candidates).alpha_candidate
-    return grid_power(tasks, cfg.r, ad.policy, level, base, source, ad.gain)
+        family = ctl.family(round_no)
+        measured = measured_power(ctl.exp, family, ctl.baseline, what)
+        prior = prior_power(ctl.exp, family)
+        ev = ctl.led.append(PowerEvent(key=key, round=round_no, incumbent=incumbent, family_size=family.size,
+                                       night_rounds=family.night_rounds,
+                                       measured={**measured.model_dump(mode="json"), "line": measured.line()},
+                                       prior={**prior.model_dump(mode="json"), "line": prior.line()}))
+    ctl.say(f"round {round_no}: {ev.measured['line']}")
+    ctl.say(f"round {round_no}: beside it, {ev.prior['line']}")
+    return ev
 
 
 def preflight(exp: Experiment, say: Callable[[str], None], force: bool, candidates: int = 1) -> Callable[[], None]:

@@ -1,7 +1,8 @@
 """The morning page: one section per round of ``rise report`` (``templates/morning.html.j2``), for the person who
 reads an overnight run. Per round: what it adopted (or why nothing), each candidate's tier, its decision with the
 policy's false-adoption rate and its power at the grid (``evolve.views.show.decision_policy``), its graded predictions,
-the adopted version's code and Handbook diff, and the transfer table (``evolve.round.transfer``).
+the adopted version's code and Handbook diff, and the transfer table (``evolve.round.transfer``); the round's
+measured power beside the prior's, and the trials early stopping saved per decision (``evolve.views.power``).
 
 It reads what :func:`evolve.views.report.build_report` gathered plus the ledger; records written before a field
 existed (a proposal without a tier, a decision without power) are shown as such, never guessed.
@@ -14,6 +15,7 @@ from typing import Any
 
 from evolve.experiment.store import Experiment
 from evolve.round.transfer import transfer_of_round
+from evolve.views.power import round_power, trials_saved
 
 NO_TIER = "code (no tier recorded)"  # proposals before tiers were all new code, built by the coding agent
 
@@ -29,6 +31,7 @@ class MorningCandidate:
     pass_at_1: float | None
     baseline_pass_at_1: float | None
     grade: str = ""
+    saved: str = ""  # trials saved by early stopping, measured (evolve.views.power)
 
 
 @dataclass
@@ -42,6 +45,8 @@ class MorningRound:
     view: Any = None  # evolve.views.show.VersionView of the adopted version (its diffs)
     transfer: dict[str, Any] | None = None
     transfer_note: str = ""
+    power: Any = None  # evolve.views.power.RoundPower: the measured power beside the prior's
+    saved: str = ""  # the round's evaluation trials saved by early stopping, over its decided candidates
 
 
 def tier_of(proposal: dict[str, Any]) -> str:
@@ -77,10 +82,18 @@ def morning_rounds(exp: Experiment, report: Any) -> list[MorningRound]:
         rnd = MorningRound(n, start.incumbent, outcome, reason=end[0].reason if end else "", adopted=adopted,
                            view=views.get(adopted) if adopted else None, transfer=transfer_of_round(exp, n))
         tiers = _tiers(exp, n)
+        rnd.power = round_power(exp, n)
+        savings = []
         for c in mine:
+            saved = trials_saved(exp, c.commit)
+            savings += [saved] if saved else []
             rnd.candidates.append(MorningCandidate(c.slug, c.status, tiers.get(c.slug, NO_TIER), c.version, c.reason,
                                                    c.policy_note, c.pass_at_1, c.baseline_pass_at_1,
-                                                   grades.get(c.commit, "")))
+                                                   grades.get(c.commit, ""), saved.line() if saved else ""))
+        if savings:
+            cells, saved_n = sum(x.cells for x in savings), sum(x.saved for x in savings)
+            rnd.saved = (f"early stopping saved {saved_n} of {cells} evaluation trials over {len(savings)} "
+                         f"decision(s) ({saved_n / cells:.0%}; {saved_n / len(savings):.1f} per decision)")
         if adopted and rnd.transfer is None:
             rnd.transfer_note = ("not run: [transfer] enabled = false" if not exp.config.transfer.enabled else
                                  "not run yet (rise evolve runs it after the adoption; --resume finishes it)")

@@ -74,7 +74,8 @@ def round_cmd(
         props = {slug: _proposal(f) for slug, f in _pairs(proposal or [], "--proposal").items()}
         cands = [CandidateInput(slug, src, props.get(slug, Proposal()))
                  for slug, src in _pairs(candidate or [], "--candidate").items()]
-        report = run_round(exp, n, cands, resume=resume, progress=progress)
+        report = run_round(exp, n, cands, resume=resume, progress=progress,
+                           say=lambda s: _out.print(s, markup=False, soft_wrap=True))
     except (RiseError, StoreError, ValueError, OSError) as exc:
         _err.print(f"[red]error:[/] {exc}")
         raise typer.Exit(1) from None

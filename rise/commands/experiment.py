@@ -28,9 +28,12 @@ def init_cmd(
     prior: Annotated[list[str] | None, typer.Option(
         "--prior", help="TASK=RATE or TASK=PASSES/RUNS: the expected pass rate of a development task, stored in "
         "[adoption] prior (power estimate before the reference corpus exists)")] = None,
+    power: Annotated[bool, typer.Option("--power/--no-power", help="print the prior's power line (--no-power: "
+                                        "leave it to the `rise evolve` that follows, which prints it too)")] = True,
 ) -> None:
     """Create an experiment: frozen experiment.toml, ledger, and a harness git repo from the seed (tag v0); then
-    print what its grid can adopt (validate.power)."""
+    print what its grid can adopt from the prior (validate.power); the measured power follows the reference
+    corpus, before the first evaluation."""
     from evolve.round.power import experiment_power
 
     try:
@@ -47,7 +50,11 @@ def init_cmd(
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(1) from None
     console.print(f"created {exp.root} (harness repo {exp.harness_dir}, tag v0 = {exp.commit_of('v0')[:10]})")
-    console.print(experiment_power(exp).line(), markup=False, soft_wrap=True)
+    if power:
+        console.print(experiment_power(exp).line(), markup=False, soft_wrap=True)
+        console.print("the measured power follows once v0's reference corpus is complete: each round prints it "
+                      "before its first evaluation, beside the prior's, and books it in the ledger", markup=False,
+                      soft_wrap=True)
 
 
 def _prior_pairs(items: list[str]) -> dict[str, str]:
