@@ -20,6 +20,7 @@ from .agents import AgentSpec
 from .endpoints.spec import EndpointSpec
 from .errors import RiseError
 from .harness_api import CostLedger, write_json_atomic
+from .limits import LimitsRecord
 from .validation import describe
 
 RESULT_VERSION = 1
@@ -129,6 +130,8 @@ class TrialResult(BaseModel):
     notes: list[str] = Field(default_factory=list)
     lost_spans: dict[str, int] = Field(default_factory=dict, description="spans the monitor lost, by cause "
                                        "(write, forward, instrumentation); read from the agent's monitor_stats.json")
+    limits: LimitsRecord = Field(default_factory=LimitsRecord, description="the harness's uid, the memory and "
+                                 "pids limits of the harness and the sandbox, and which were hit (trials/limits.py)")
 
     @property
     def is_infra(self) -> bool:
