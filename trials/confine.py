@@ -93,28 +93,30 @@ def system_binds() -> list[str]:
 MASKED_DIRS = ("/etc",)  # where host secrets live; /usr holds packaged files and takes seconds to scan
 
 
-@functools.lru_cache(maxsize=1)
-def root_only_entries() -> tuple[tuple[str, ...], tuple[str, ...]]:
+def root_only_entries() -> tuple[list[str], list[str]]:
     """(files, folders) under :data:`MASKED_DIRS` that others may not read: ``/etc/shadow``, ``/etc/ssl/private``,
-    ``/etc/docker/key.json``... Scanned once per process (about 0.1 s)."""
+    ``/etc/docker/key.json``... Scanned afresh for every view (about 20 ms), so a file made since is masked too."""
     files: list[str] = []
     folders: list[str] = []
+
+    def scan(folder: str) -> None:
+        with contextlib.suppress(OSError), os.scandir(folder) as entries:
+            for e in entries:
+                try:
+                    mode = e.stat(follow_symlinks=False).st_mode
+                except OSError:
+                    continue
+                if stat.S_ISDIR(mode):
+                    if mode & 0o005 != 0o005:  # others cannot list or enter it
+                        folders.append(e.path)
+                    else:
+                        scan(e.path)
+                elif stat.S_ISREG(mode) and not mode & stat.S_IROTH:
+                    files.append(e.path)
+
     for top in MASKED_DIRS:
-        for root, dirs, names in os.walk(top):
-            kept = []
-            for d in dirs:
-                mode = os.lstat(os.path.join(root, d)).st_mode
-                if stat.S_ISDIR(mode) and not (mode & stat.S_IROTH and mode & stat.S_IXOTH):
-                    folders.append(os.path.join(root, d))
-                elif stat.S_ISDIR(mode):
-                    kept.append(d)
-            dirs[:] = kept
-            for n in names:
-                with contextlib.suppress(OSError):
-                    mode = os.lstat(os.path.join(root, n)).st_mode
-                    if stat.S_ISREG(mode) and not mode & stat.S_IROTH:
-                        files.append(os.path.join(root, n))
-    return tuple(files), tuple(folders)
+        scan(top)
+    return files, folders
 
 
 def mask_binds() -> list[str]:
@@ -167,6 +169,8 @@ def hand_over(folder: Path, ids: tuple[int, int] | None) -> None:
     if ids is None:
         return
     os.chown(folder, *ids, follow_symlinks=False)
+    # bwrap enters it (--chdir) after dropping its capabilities: others need the x bit (a tempdir is 0700)
+    os.chmod(folder, stat.S_IMODE(os.stat(folder).st_mode) | 0o711)
     for root, dirs, files in os.walk(folder):
         for name in dirs + files:
             with contextlib.suppress(FileNotFoundError):
