@@ -142,6 +142,7 @@ def bases() -> tuple[int, tuple[Path, ...]] | str:
             dirs = tuple(Path(mounts[c]) / own.get(c, "/").lstrip("/") / GROUP for c in CONTROLLERS)
             for d in dirs:
                 d.mkdir(exist_ok=True)
+            _reap_stale(dirs)
             return 1, dirs
         except OSError as exc:
             errors.append(f"cgroup v1: cannot make {exc.filename}: {exc.strerror}")
@@ -154,10 +155,23 @@ def bases() -> tuple[int, tuple[Path, ...]] | str:
         else:
             for parent in dict.fromkeys([root / own.get("", "/").lstrip("/"), root]):
                 try:
-                    return 2, (_v2_base(parent),)
+                    base = _v2_base(parent)
+                    _reap_stale((base,))
+                    return 2, (base,)
                 except OSError as exc:
                     errors.append(f"cgroup v2: {parent}: {exc.strerror or exc}")
     return "; ".join(errors) or "no cgroup hierarchy with the memory and pids controllers is mounted"
+
+
+def _reap_stale(dirs: tuple[Path, ...]) -> None:
+    """Remove the empty cgroups a killed runner left (``<name>-<pid>-<hex>`` whose pid is gone); a cgroup that
+    still holds a process is kept (rmdir fails)."""
+    for d in dirs:
+        for child in d.iterdir():
+            parts = child.name.rsplit("-", 2)
+            if child.is_dir() and len(parts) == 3 and parts[1].isdigit() and not Path(f"/proc/{parts[1]}").exists():
+                with contextlib.suppress(OSError):
+                    child.rmdir()
 
 
 def _v2_base(parent: Path) -> Path:
