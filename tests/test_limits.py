@@ -28,6 +28,7 @@ forked = 0
 for _ in range(200):
     try:
         if os.fork() == 0:
+            os.close(1); os.close(2)  # the test reads stdout to its end
             time.sleep(30); os._exit(0)
         forked += 1
     except OSError:
@@ -48,12 +49,24 @@ def test_a_real_cgroup_holds_pids_and_memory_and_says_so():
         assert out.returncode == -9 and "filled" not in out.stdout  # killed at 128 MiB
         assert int(out.stdout.split()[0]) < 40  # forks refused at 40
         used = cg.usage()
-        assert used.oom_kills >= 1 and used.pids_refused >= 1 and used.hits("harness") == ["harness_memory",
-                                                                                             "harness_pids"]
-        assert cg.pids_inside()  # the sleeping children are still there: the process group is not the tree
+        assert used.oom_kills >= 1 and used.pids_refused >= 1
+        assert used.hits("harness") == ["harness_memory", "harness_pids"]
     finally:
         final = cg.finish()
     assert final.oom_kills >= 1 and cg.pids_inside() == [] and not any(d.exists() for d in cg.dirs)
+
+
+def test_finish_kills_what_left_the_process_group():
+    cg = _real_cgroup(128, 40)
+    try:
+        out = subprocess.run([*limits.join_argv(cg), "/bin/sh", "-c", "setsid sleep 300 >/dev/null 2>&1 & echo $!"],
+                             check=True, capture_output=True, text=True, timeout=30)
+        left = int(out.stdout)
+        assert left in cg.pids_inside()
+    finally:
+        cg.finish()
+    assert not Path(f"/proc/{left}").exists() or "State:\tZ" in Path(f"/proc/{left}/status").read_text()
+    assert not any(d.exists() for d in cg.dirs)
 
 
 def test_join_argv_is_empty_without_a_cgroup():
