@@ -349,6 +349,8 @@ def _record_harness_limits(res: TrialResult, launcher: launch.AgentLaunch) -> No
     ids = confine.harness_identity() if conf is not None else None
     res.limits.harness_uid = (conf.ids[0] if conf.ids else os.geteuid()) if conf is not None else None
     res.limits.harness_uid_note = ids if isinstance(ids, str) else None
+    if res.limits.harness_uid_note:  # said plainly wherever the result is read
+        res.notes.append(res.limits.harness_uid_note)
     res.limits.harness = launcher.limits
     res.limits.refresh(res.notes, res.trial_name)
 

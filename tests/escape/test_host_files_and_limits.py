@@ -134,3 +134,21 @@ async def test_harness_and_sandbox_limits_hold_and_are_recorded(tmp_path, monkey
     assert lim.harness.memory_mb == 2048 and lim.harness.oom_kills > 0 and "harness_memory" in lim.hit
     assert res.status == "failed" and res.failure_class == "agent_error" and res.agent_error_kind == "memory_limit"
     assert raw["limits"]["hit"] == lim.hit and any("memory limit" in n for n in res.notes)
+
+
+async def test_where_the_machine_allows_neither_the_trial_says_so(tmp_path, monkeypatch):
+    """A runner that cannot switch uid or make cgroups (not root, no delegation) still runs the trial, and the
+    record says plainly what was not enforced (the machine's refusals stand in for a non-root runner)."""
+    from trials import confine, limits
+
+    confine.harness_identity.cache_clear()
+    monkeypatch.setattr(confine, "harness_identity", lambda: "the runner is not root: harnesses run as its own uid 0")
+    monkeypatch.setattr(limits, "make_cgroup", lambda *a: "no writable cgroup (test)")
+    res, record, raw = await _greedy_trial(tmp_path, monkeypatch, "local", {
+        "mode": "root", "files": [], "through_sandbox": []})
+    assert res.agent_status == "completed" and record["uid"] == 0
+    lim = raw["limits"]
+    assert lim["harness_uid"] == 0 and lim["harness_uid_note"].startswith("the runner is not root")
+    assert lim["harness"]["note"] == "harness limits not enforced: no writable cgroup (test)"
+    assert lim["sandbox"]["note"] == "local sandbox limits not enforced: no writable cgroup (test)"
+    assert {lim["harness_uid_note"], lim["harness"]["note"], lim["sandbox"]["note"]} <= set(res.notes)
