@@ -81,6 +81,7 @@ def test_a_confined_process_sees_no_network_and_only_its_folder(tmp_path):
               "except OSError: print('no-net')\n"
               "try:\n    pathlib.Path('/rise/x').write_text('1'); print('wrote')\n"
               "except OSError: print('read-only')\n")
+    confine.hand_over(tmp_path, conf.ids)  # its one writable folder is the confined uid's
     out = subprocess.run(conf.argv(tmp_path, [sys.executable, "-c", script]), env={}, capture_output=True,
                          text=True, timeout=60, check=True).stdout.split()
     assert out == ["no-net", "read-only"] and (tmp_path / "ok").read_text() == "1"

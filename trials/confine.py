@@ -11,24 +11,36 @@ writable folder. Its environment is an allow-list (:func:`scrubbed_env`): no API
 key to model requests. Capabilities are dropped; it stays in the runner's process group (no ``--new-session``) so
 the runner's SIGTERM/SIGKILL of the group reach it.
 
+It runs as an unprivileged host uid (:func:`harness_identity`: ``RISE_HARNESS_USER``, default ``nobody``): bwrap
+builds the view as root, then ``setpriv`` drops to that uid with no capability left, so a root-only host file in
+its view (``/etc/shadow``, a private key under ``/etc``) is unreadable to it. Only its writable folder is handed
+to that uid (:func:`hand_over`). A runner that is not root cannot switch uid: the harness then runs as the
+runner's own uid, and the trial record says so. Root-only entries under ``/etc`` are also hidden behind empty
+stand-ins in every view that shows the host's ``/etc`` (:func:`mask_binds`; the local sandbox runs as root).
+
 ``RISE_CONFINE=off`` runs harnesses unconfined, as before (for a host without bubblewrap; unsafe with candidate
 code, and said so in the log).
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import functools
 import hashlib
 import json
 import logging
 import os
+import pwd
 import shutil
+import stat
 import subprocess
 import sys
 import sysconfig
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -70,11 +82,112 @@ def system_link_binds() -> list[str]:
 
 
 def system_binds() -> list[str]:
-    """bwrap arguments that show the host's system folders read-only (shared with the local sandbox)."""
+    """bwrap arguments that show the host's system folders read-only, root-only entries of ``/etc`` masked
+    (shared with the local sandbox)."""
     argv: list[str] = []
     for d in RO_SYSTEM_DIRS:
         argv += ["--ro-bind", d, d]
-    return argv + system_link_binds()
+    return argv + system_link_binds() + mask_binds()
+
+
+MASKED_DIRS = ("/etc",)  # where host secrets live; /usr holds packaged files and takes seconds to scan
+
+
+def root_only_entries() -> tuple[list[str], list[str]]:
+    """(files, folders) under :data:`MASKED_DIRS` that others may not read: ``/etc/shadow``, ``/etc/ssl/private``,
+    ``/etc/docker/key.json``... Scanned afresh for every view (about 20 ms), so a file made since is masked too."""
+    files: list[str] = []
+    folders: list[str] = []
+
+    def scan(folder: str) -> None:
+        with contextlib.suppress(OSError), os.scandir(folder) as entries:
+            for e in entries:
+                try:
+                    mode = e.stat(follow_symlinks=False).st_mode
+                except OSError:
+                    continue
+                if stat.S_ISDIR(mode):
+                    if mode & 0o005 != 0o005:  # others cannot list or enter it
+                        folders.append(e.path)
+                    else:
+                        scan(e.path)
+                elif stat.S_ISREG(mode) and not mode & stat.S_IROTH:
+                    files.append(e.path)
+
+    for top in MASKED_DIRS:
+        scan(top)
+    return files, folders
+
+
+def mask_binds() -> list[str]:
+    """bwrap arguments that put an empty read-only stand-in over every root-only entry of :data:`MASKED_DIRS`."""
+    files, folders = root_only_entries()
+    argv: list[str] = []
+    for d in folders:
+        argv += ["--tmpfs", d, "--remount-ro", d]
+    for f in files:
+        argv += ["--ro-bind", _empty_file(), f]
+    return argv
+
+
+@functools.lru_cache(maxsize=1)
+def _empty_file() -> str:
+    """An empty read-only regular file of this process (not /dev/null: a download of a masked file must be an
+    empty file, not a device), removed when the process ends."""
+    folder = tempfile.mkdtemp(prefix="rise-mask-")
+    path = os.path.join(folder, "empty")
+    Path(path).touch(0o444)
+    atexit.register(shutil.rmtree, folder, True)
+    return path
+
+
+@functools.lru_cache(maxsize=1)
+def harness_identity() -> tuple[int, int] | str:
+    """(uid, gid) a confined process runs as, or why it keeps the runner's: ``RISE_HARNESS_USER`` (a user name,
+    or ``UID[:GID]``), default ``nobody``. Never 0."""
+    if os.geteuid() != 0:
+        return f"the runner is not root: harnesses run as its own uid {os.geteuid()}"
+    if shutil.which("setpriv") is None:
+        return "setpriv (util-linux) is missing: harnesses run as root without capabilities"
+    ref = os.environ.get("RISE_HARNESS_USER", "nobody").strip()
+    try:
+        if ref.split(":")[0].isdigit():
+            uid, _, gid = ref.partition(":")
+            ids = int(uid), int(gid or uid)
+        else:
+            pw = pwd.getpwnam(ref)
+            ids = pw.pw_uid, pw.pw_gid
+    except (KeyError, ValueError):
+        raise ValueError(f"RISE_HARNESS_USER={ref!r}: no such user; give a user name or UID[:GID]") from None
+    if 0 in ids:
+        raise ValueError(f"RISE_HARNESS_USER={ref!r}: harnesses must not run as root (uid or gid 0)")
+    return ids
+
+
+def hand_over(folder: Path, ids: tuple[int, int] | None) -> None:
+    """Make ``folder`` and what it holds the confined uid's (its one writable place)."""
+    if ids is None:
+        return
+    os.chown(folder, *ids, follow_symlinks=False)
+    # bwrap enters it (--chdir) after dropping its capabilities: others need the x bit (a tempdir is 0700)
+    os.chmod(folder, stat.S_IMODE(os.stat(folder).st_mode) | 0o711)
+    for root, dirs, files in os.walk(folder):
+        for name in dirs + files:
+            with contextlib.suppress(FileNotFoundError):
+                os.chown(os.path.join(root, name), *ids, follow_symlinks=False)
+
+
+def _ancestors(paths: tuple[str, ...]) -> list[str]:
+    """The folders above ``paths`` that bwrap makes itself (outside the system folders), each once, parents
+    first: made 0755, since bwrap copies the host folder's mode (``/root`` is 0700) and the uid must pass."""
+    out: dict[str, None] = {}
+    for p in paths:
+        parts = Path(p).parts
+        for i in range(2, len(parts)):
+            a = str(Path(*parts[:i]))
+            if not _under(a, RO_SYSTEM_DIRS) and a not in ("/tmp",):
+                out[a] = None
+    return list(out)
 
 
 def platform_root() -> Path:
@@ -125,11 +238,12 @@ class Confinement:
     ro_paths: tuple[str, ...]
     env: dict[str, str] = field(default_factory=dict)
     learned: str | None = None  # a host file bound read-only at LEARNED_PATH when it exists
+    ids: tuple[int, int] | None = None  # the unprivileged (uid, gid) it runs as; None: the runner's own
 
     def key(self) -> str:
         """Equal for processes a warm spare may serve interchangeably."""
-        return hashlib.sha256(json.dumps([self.ro_paths, sorted(self.env.items()), self.learned]).encode()
-                              ).hexdigest()[:16]
+        return hashlib.sha256(json.dumps([self.ro_paths, sorted(self.env.items()), self.learned, self.ids]
+                                         ).encode()).hexdigest()[:16]
 
     def argv(self, folder: Path, cmd: list[str]) -> list[str]:
         """``cmd`` under bwrap with host ``folder`` writable at :data:`AGENT_DIR` (the working folder)."""
@@ -137,7 +251,10 @@ class Confinement:
         if exe is None:
             raise ConfinementUnavailable("harness code runs under bubblewrap: install bwrap (apt-get install "
                                          "bubblewrap), or set RISE_CONFINE=off to run it unconfined (unsafe)")
-        argv = [exe, *system_binds(), "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run"]
+        argv = [exe, *system_binds(), "--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp",
+                "--perms", "1777", "--tmpfs", "/run"]
+        for a in _ancestors(self.ro_paths):
+            argv += ["--perms", "0755", "--dir", a]
         for p in self.ro_paths:  # after /tmp's tmpfs: a harness under /tmp (a test's) is bound on top of it
             argv += ["--ro-bind", p, p]
         argv += ["--dir", "/rise", "--bind", str(folder), AGENT_DIR]
@@ -148,6 +265,10 @@ class Confinement:
                  "--hostname", "harness", "--cap-drop", "ALL", "--chdir", AGENT_DIR, "--clearenv"]
         for k, v in sorted(self.env.items()):
             argv += ["--setenv", k, v]
+        if self.ids is not None:  # setpriv needs these three to switch; it leaves the uid with none at all
+            argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]
+            cmd = ["/usr/bin/setpriv", f"--reuid={self.ids[0]}", f"--regid={self.ids[1]}", "--clear-groups",
+                   "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--", *cmd]
         return [*argv, "--", *cmd]
 
 
@@ -157,7 +278,9 @@ def for_harness(read_only: list[Path], extra_env: dict[str, str] | None = None,
     (its harness package) visible, ``extra_env`` added to the scrubbed environment."""
     root = platform_root()
     paths = python_paths() + [str(root / p) for p in PLATFORM_PACKAGES] + [str(Path(p).resolve()) for p in read_only]
-    return Confinement(tuple(_minimal(paths)), scrubbed_env(extra_env), str(learned) if learned else None)
+    ids = harness_identity()
+    return Confinement(tuple(_minimal(paths)), scrubbed_env(extra_env), str(learned) if learned else None,
+                       None if isinstance(ids, str) else ids)
 
 
 # ----------------------------------------------------------------- starting confined processes (launch.py)
@@ -170,9 +293,12 @@ RESTORE_TERM = ["-c", ("import os, signal, sys; signal.signal(signal.SIGTERM, si
                  "os.execvp(sys.argv[1], sys.argv[1:])")]
 
 
-def launch_argv(conf: Confinement, folder: Path, cmd: list[str]) -> list[str]:
-    """The full command line of a confined agent or launcher: bwrap, started with SIGTERM ignored."""
-    return [*IGNORE_TERM, *conf.argv(folder, cmd)]
+def launch_argv(conf: Confinement, folder: Path, cmd: list[str], cgroup: Any = None) -> list[str]:
+    """The full command line of a confined agent or launcher: bwrap, started with SIGTERM ignored, in
+    ``cgroup`` (a :class:`trials.limits.Cgroup`) from its first instruction on."""
+    from .limits import join_argv
+
+    return [*join_argv(cgroup), *IGNORE_TERM, *conf.argv(folder, cmd)]
 
 
 def spare_root(agent_dir: Path) -> Path | None:
@@ -272,7 +398,9 @@ def run_python(args: list[str], harness_dir: Path, timeout: float, what: str,
     argv = [sys.executable, *args]
     with tempfile.TemporaryDirectory(prefix="rise-check-") as scratch:
         if enabled():
-            argv, env = for_harness([harness_dir]).argv(Path(scratch), argv), {}
+            conf = for_harness([harness_dir])
+            hand_over(Path(scratch), conf.ids)
+            argv, env = conf.argv(Path(scratch), argv), {}
         else:
             warn_unconfined(what)
         return subprocess.run(argv, capture_output=True, text=True, check=False, env=env, timeout=timeout,

@@ -47,7 +47,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import confine
+from . import confine, limits
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +85,14 @@ class AgentProcess:
         self._popen = popen
         self.pid = popen.pid
         self.warm = warm  # it ran in a launcher that had finished its preload when the job came
+        self.cgroup: limits.Cgroup | None = getattr(popen, "rise_cgroup", None)
+        self.limits: limits.LimitUsage | None = getattr(popen, "rise_limits", None)
+
+    def finish_limits(self) -> limits.LimitUsage | None:
+        """After the end: what its process tree hit; kills what is left in its cgroup and removes it."""
+        if self.cgroup is not None:
+            self.limits, self.cgroup = self.cgroup.finish(), None
+        return self.limits
 
     @property
     def returncode(self) -> int | None:
@@ -178,6 +186,9 @@ def _discard(popen: subprocess.Popen) -> None:
             popen.kill()
     with contextlib.suppress(subprocess.TimeoutExpired):
         popen.wait(5)
+    cgroup = getattr(popen, "rise_cgroup", None)
+    if cgroup is not None:
+        cgroup.finish()
     confine.drop_folder(getattr(popen, "rise_folder", None))
 
 
@@ -204,10 +215,14 @@ def _spawn_launcher(preload: tuple[str, ...], env: dict[str, str], learned: Path
     return popen
 
 
-def _direct(cmd: list[str], env: dict[str, str], output: Path) -> AgentProcess:
+def _direct(cmd: list[str], env: dict[str, str], output: Path,
+            cgroup: tuple[limits.Cgroup | None, limits.LimitUsage] | None = None) -> AgentProcess:
     with open(output, "ab") as out:
-        return AgentProcess(subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                             env=env, start_new_session=True))
+        popen = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                 start_new_session=True)
+    if cgroup is not None:
+        popen.rise_cgroup, popen.rise_limits = cgroup  # type: ignore[attr-defined]
+    return AgentProcess(popen)
 
 
 class AgentLaunch:
@@ -219,6 +234,7 @@ class AgentLaunch:
                  spare_root: Path | None = None):
         self.cmd, self.env, self.learned = cmd, env, learned
         self.confinement, self.spare_root = confinement, spare_root
+        self.limits: limits.LimitUsage | None = None  # what its agent's process tree hit (set by the runner)
         self.module = module_of(cmd)
         self.preload = tuple(dict.fromkeys(preload))
         self.spare_env = {k: v for k, v in env.items() if k not in PER_TRIAL_ENV}
@@ -244,15 +260,20 @@ class AgentLaunch:
             assert self.spare_root is not None
             folder = confine.new_spare_folder(self.spare_root)
         assert folder is not None
+        confine.hand_over(folder, self.confinement.ids)
         learned = (confine.LEARNED_PATH if self.learned else None, f"{confine.AGENT_DIR}/{confine.LEARNED_OUT}")
+        cgroup, usage = limits.harness_cgroup()
         try:
             popen = _spawn_launcher(self.preload, {}, None, delay, learned,
-                                    lambda argv: confine.launch_argv(self.confinement, folder, argv))
+                                    lambda argv: confine.launch_argv(self.confinement, folder, argv, cgroup))
         except BaseException:
             if spare:
                 confine.drop_folder(folder)
+            if cgroup is not None:
+                cgroup.remove()
             raise
         popen.rise_folder = folder if spare else None  # type: ignore[attr-defined]
+        popen.rise_cgroup, popen.rise_limits = cgroup, usage  # type: ignore[attr-defined]
         return popen
 
     def start(self, output: Path) -> AgentProcess:
@@ -261,8 +282,11 @@ class AgentLaunch:
         conf, agent_dir = self.confinement, Path(output).parent
         if self.module is None:
             if conf is not None:
-                cmd = confine.launch_argv(conf, agent_dir, [sys.executable, *confine.RESTORE_TERM, *self.cmd])
-                return _direct(cmd, {}, output)
+                confine.hand_over(agent_dir, conf.ids)
+                cgroup = limits.harness_cgroup()
+                cmd = confine.launch_argv(conf, agent_dir, [sys.executable, *confine.RESTORE_TERM, *self.cmd],
+                                          cgroup[0])
+                return _direct(cmd, {}, output, cgroup)
             return _direct(self.cmd, self.env, output)
         popen = _SPARES.take(self.key) if self._counted else None
         if popen is not None and conf is not None:
@@ -275,6 +299,8 @@ class AgentLaunch:
                 popen = None
         if popen is None:
             popen = self._spawn(folder=agent_dir if conf is not None else None)
+        if conf is not None:  # what the runner put there (the spec, the log, the channel) is the harness's now
+            confine.hand_over(agent_dir, conf.ids)
         where = confine.inside(output, agent_dir) if conf is not None else str(output)
         job = {"module": self.module, "args": self.cmd[3:], "env": self.env, "output": where}
         try:

@@ -21,6 +21,7 @@ from .endpoints.spec import EndpointSpec
 from .endpoints.timings import InferenceSummary
 from .errors import RiseError
 from .harness_api import CostLedger, write_json_atomic
+from .limits import LimitsRecord
 from .load import MachineLoad
 from .validation import describe
 
@@ -146,6 +147,8 @@ class TrialResult(BaseModel):
                                                "decode, waiting, cache hits (trials/endpoints/timings.py)")
     machine_load: MachineLoad | None = Field(default=None, description="the host's load over the trial "
                                              "(trials/load.py)")
+    limits: LimitsRecord = Field(default_factory=LimitsRecord, description="the harness's uid, the memory and "
+                                 "pids limits of the harness and the sandbox, and which were hit (trials/limits.py)")
 
     @property
     def is_infra(self) -> bool:

@@ -158,10 +158,12 @@ async def _terminate(proc: launch.AgentProcess) -> None:
 def agent_launch(agent: AgentSpec, spec_path: Path, task_path: Path) -> launch.AgentLaunch:
     """How the agent of one trial will start (made when the trial starts, so a spare warms up meanwhile).
     A harness (every version, the seed too) runs confined (trials/confine.py): the sandbox's paths, a scrubbed
-    environment; the oracle is platform code and runs on the host with the task's solution."""
-    confined = agent.harness_dir is not None and confine.enabled()
-    if agent.harness_dir is not None and not confined:
-        confine.warn_unconfined(f"harness {agent.name}")
+    environment. So does the oracle (it runs the task's own solve.sh): its task folder is its read-only input,
+    as a harness's package is."""
+    untrusted = agent.harness_dir is not None or agent.kind == "oracle"
+    confined = untrusted and confine.enabled()
+    if untrusted and not confined:
+        confine.warn_unconfined(f"agent {agent.name}")
     agent_dir = spec_path.parent
     seen = Path(confine.inside(spec_path, agent_dir)) if confined else spec_path
     cmd = agent.command(seen, task_path)
@@ -169,7 +171,8 @@ def agent_launch(agent: AgentSpec, spec_path: Path, task_path: Path) -> launch.A
     module = launch.module_of(cmd)
     learned = None if module is None else (
         cache_root() / "launch" / f"{module}-{hashlib.sha256(sys.executable.encode()).hexdigest()[:8]}.json")
-    conf = confine.for_harness([Path(str(agent.harness_dir))], agent.env, learned) if confined else None
+    inputs = [Path(str(agent.harness_dir))] if agent.harness_dir is not None else [task_path]
+    conf = confine.for_harness(inputs, agent.env, learned) if confined else None
     spares = None
     if conf is not None:
         env = {**conf.env, "RISE_TRIAL_SPEC": str(seen)}
@@ -208,6 +211,7 @@ async def run_agent_process(agent: AgentSpec, spec_path: Path, task_path: Path, 
         proc.close()
     if _group_alive(proc.pid):  # children the agent left behind
         _kill_group_now(proc.pid)
+    launcher.limits = proc.finish_limits()  # also kills what left the group but not the cgroup
     launcher.absorb(agent_dir)
     return proc.returncode, timed_out, time.monotonic() - t0
 
@@ -295,6 +299,7 @@ async def run_trial(task: Any, agent: AgentSpec, endpoint: EndpointSpec | None, 
             except BaseException as exc:  # noqa: BLE001 - a failed stop is recorded, never fatal
                 res.notes.append(f"env.stop failed: {type(exc).__name__}: {exc}")
             res.durations.env_stop = time.monotonic() - t0
+            _record_sandbox_limits(res, env)
     res.durations.total = time.monotonic() - t_total
     res.machine_load = load.finish()
     res.finished_at = _now()
@@ -321,6 +326,7 @@ async def _agent_phase(res: TrialResult, task: Any, agent: AgentSpec, endpoint: 
                                                          launcher)
     res.durations.agent = seconds
     res.agent_exit_code, res.agent_timed_out = rc, timed_out
+    _record_harness_limits(res, launcher)
     outcome, problem = _read_outcome(agent_dir)
     res.lost_spans = read_lost_spans(agent_dir, monitored="monitor.host" in agent.argv)
     res.inference = read_inference(agent_dir)
@@ -329,6 +335,9 @@ async def _agent_phase(res: TrialResult, task: Any, agent: AgentSpec, endpoint: 
         log.warning("%s: the monitor lost spans %s", trial_dir.name, res.lost_spans)
     if outcome is None:
         res.agent_status, res.agent_error = "missing", problem
+        if "harness_memory" in res.limits.hit:  # killed at its memory limit: the candidate's fault, not ⊥
+            res.agent_error_kind = "memory_limit"
+            res.agent_error = f"the harness was killed at its memory limit ({res.limits.harness.memory_mb} MiB)"
         return
     res.agent_status, res.agent_error_kind, res.agent_error = outcome.status, outcome.error_kind, outcome.error
     res.episodes, res.cost = outcome.episodes, outcome.cost
@@ -337,6 +346,25 @@ async def _agent_phase(res: TrialResult, task: Any, agent: AgentSpec, endpoint: 
     if outcome.error_kind in HARNESS_INFRA_KINDS:
         res.traceback = outcome.error if outcome.error and "\n" in outcome.error.strip() else None
         raise _Infra(outcome.error_kind, _last_line(outcome.error) or f"the harness reported {outcome.error_kind}")
+
+
+def _record_harness_limits(res: TrialResult, launcher: launch.AgentLaunch) -> None:
+    """Who the harness ran as, its limits and what it hit, into ``result.json`` ``limits``."""
+    conf = launcher.confinement
+    ids = confine.harness_identity() if conf is not None else None
+    res.limits.harness_uid = (conf.ids[0] if conf.ids else os.geteuid()) if conf is not None else None
+    res.limits.harness_uid_note = ids if isinstance(ids, str) else None
+    if res.limits.harness_uid_note:  # said plainly wherever the result is read
+        res.notes.append(res.limits.harness_uid_note)
+    res.limits.harness = launcher.limits
+    res.limits.refresh(res.notes, res.trial_name)
+
+
+def _record_sandbox_limits(res: TrialResult, env: Environment) -> None:
+    """The local sandbox's limits and what it hit (known once it has stopped)."""
+    if getattr(env, "limit_usage", None) is not None:
+        res.limits.sandbox = env.limit_usage  # type: ignore[attr-defined]
+        res.limits.refresh(res.notes, res.trial_name)
 
 
 # Error kinds a harness reports for failures of the infrastructure, not of the agent (InfraError causes): ⊥.

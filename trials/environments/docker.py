@@ -4,7 +4,7 @@ The FROM line goes through the base-image map (``images.BaseImageMap``) so air-g
 ``rise-base:bookworm``; task images are cached by a content hash of the environment folder and the rewritten
 Dockerfile, and builds of one image are serialised with a file lock (threads and processes alike). Containers run
 a bash keeper as pid 1 (the image needs bash, as every exec does), carry ``rise.job`` / ``rise.trial`` labels, get the task's CPU and memory
-limits and no network when ``allow_internet = false``. docker-py is synchronous: every call goes through
+limits, a pids limit (``RISE_SANDBOX_PIDS``, trials/limits.py) and no network when ``allow_internet = false``. docker-py is synchronous: every call goes through
 ``asyncio.to_thread``. ``docker exec`` has no timeout, so commands run under ``timeout -s KILL`` inside. The
 command that prepares the container's folders also starts the harness's tmux session when the runner asked for
 one (``terminal_request``, see ``trials/terminal.py``): the harness adopts it instead of paying round trips.
@@ -28,6 +28,7 @@ from typing import Any, Self
 
 from .. import terminal
 from ..errors import EnvironmentBuildError, InfraError, SandboxError
+from ..limits import sandbox_pids
 from .archive import split_sandbox_path, unpack_single, upload_payload
 from .base import Environment, ExecResult
 from .dockerfile import parse, rewrite_from
@@ -216,7 +217,8 @@ class DockerEnvironment(Environment):
             # an agent's `kill -9 -1` cannot end the sandbox; the loop reaps orphans. Same keeper as local.
             "command": ["bash", "-c", KEEPER_SCRIPT], "detach": True, "init": False, "name": name,
             "working_dir": self.workdir, "environment": self.env, "labels": labels,
-            "nano_cpus": int(float(cfg.cpus) * 1e9), "mem_limit": f"{int(cfg.memory_mb)}m"}
+            "nano_cpus": int(float(cfg.cpus) * 1e9), "mem_limit": f"{int(cfg.memory_mb)}m",
+            "pids_limit": sandbox_pids()}  # as the local sandbox's (trials/limits.py)
         if not self.allow_internet:
             kwargs["network_mode"] = "none"
         try:

@@ -12,8 +12,9 @@ enters them with ``nsenter`` (mount, pid, net, ipc, uts, and the keeper's root),
 exec is still there for the next, whichever process runs it. The keeper uses ``--die-with-parent``: it belongs to
 the process (and thread) that called ``start()``, survives any harness subprocess that ``attach()``es to it, and
 dies with the runner if that is killed. Commands run as root but with Docker's default capability set (no
-CAP_SYS_ADMIN, so nothing inside can remount the host folders writable). CPU/memory limits of task.toml are not
-enforced here (use ``--env docker`` for that).
+CAP_SYS_ADMIN, so nothing inside can remount the host folders writable); root-only files of the host's /etc are
+masked (trials/confine.py). The keeper and every command run in one cgroup with task.toml's ``memory_mb`` and a
+pids limit (trials/limits.py; where the machine allows none, ``limit_usage.note`` says so); CPU is not limited.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from typing import Any
 
 import psutil
 
+from .. import limits
 from ..confine import RO_SYSTEM_DIRS, SYSTEM_LINK_DIRS, system_binds
 from ..errors import EnvironmentBuildError, SandboxError, UnsupportedTaskError
 from . import netns
@@ -117,6 +119,8 @@ class LocalEnvironment(Environment):
         self._owner = True
         self._plan: LocalPlan | None = None
         self._net: netns.SandboxNetwork | None = None
+        self.cgroup: limits.Cgroup | None = None
+        self.limit_usage: limits.LimitUsage | None = None  # the cgroup's record, final once stopped
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -170,10 +174,11 @@ class LocalEnvironment(Environment):
         keeper_log = self.sandbox_dir / "keeper.log"
         marks = {"PATH": CLEAN_PATH, JOB_MARK: self.job_id or "", TRIAL_MARK: str(self.trial_dir),
                  OWNER_MARK: owner_tag()}
+        self.cgroup, self.limit_usage = limits.sandbox_cgroup(self.task.config.environment.memory_mb)
         with keeper_log.open("wb") as errf:
             # Popen, not asyncio: the keeper must not depend on the event loop that happened to start it.
             self._proc = subprocess.Popen(  # noqa: ASYNC220 - fork is quick; PDEATHSIG ties it to this thread
-                self._bwrap_argv(write_fd), pass_fds=(write_fd,), env=marks,
+                [*limits.join_argv(self.cgroup), *self._bwrap_argv(write_fd)], pass_fds=(write_fd,), env=marks,
                 stdin=subprocess.DEVNULL, stdout=errf, stderr=errf, start_new_session=True)
         os.close(write_fd)
         try:
@@ -253,6 +258,8 @@ class LocalEnvironment(Environment):
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        if self.cgroup is not None:
+            self.limit_usage, self.cgroup = self.cgroup.finish(), None
         self.pid = None
         if self._net is not None:
             net, self._net = self._net, None
@@ -265,7 +272,7 @@ class LocalEnvironment(Environment):
     def handle(self) -> dict[str, Any]:
         return {"kind": self.kind, "pid": self.pid, "starttime": self._starttime, "root": str(self.root),
                 "workdir": self.workdir, "env": self.env, "trial_dir": str(self.trial_dir),
-                "job_id": self.job_id, "allow_internet": self.allow_internet}
+                "job_id": self.job_id, "allow_internet": self.allow_internet, "cgroup": limits.to_handle(self.cgroup)}
 
     @classmethod
     def attach(cls, handle: dict[str, Any]) -> LocalEnvironment:
@@ -285,6 +292,7 @@ class LocalEnvironment(Environment):
         env._owner = False
         env._plan = None
         env._net = None
+        env.cgroup, env.limit_usage = limits.from_handle(handle.get("cgroup")), None
         return env
 
     async def verifier_target(self) -> dict[str, Any] | str:
@@ -306,7 +314,7 @@ class LocalEnvironment(Environment):
     def _enter_argv(self, cwd: str, env: dict[str, str], user: str | None) -> list[str]:
         """nsenter into the keeper, drop to Docker's capabilities (and ``user``), set env and cwd."""
         pid = self._check_alive()
-        argv = ["/usr/bin/nsenter", f"--target={pid}", "--mount", "--uts", "--ipc", "--net", "--pid", "--root", "--",
+        argv = [*limits.join_argv(self.cgroup), "/usr/bin/nsenter", f"--target={pid}", "--mount", "--uts", "--ipc", "--net", "--pid", "--root", "--",
                 "/usr/bin/setpriv", "--bounding-set=-all," + ",".join(f"+{c}" for c in CAPS)]
         if user not in (None, "", "root", "0"):
             try:
