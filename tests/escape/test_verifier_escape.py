@@ -243,8 +243,9 @@ def test_the_tests_get_a_fresh_home_and_no_user_site(tmp_path, kind, user):
 
 @pytest.mark.docker
 def test_with_the_images_tools_the_workdir_and_network_files_stay_the_sandboxs(tmp_path):
-    """A working folder under /usr and Docker's /etc/hosts stay the agent's container's, while /usr/bin is the
-    image's (the agent's replaced program is not seen)."""
+    """A working folder under /usr and Docker's /etc/hosts stay the agent's container's (a line the agent added
+    is seen; a task without internet has no hostname line to look for), while /usr/bin is the image's (the
+    agent's replaced program is not seen)."""
     import asyncio
 
     from tests.escape.test_reward_forgery import _sandbox
@@ -254,14 +255,15 @@ def test_with_the_images_tools_the_workdir_and_network_files_stay_the_sandboxs(t
     task, env = _sandbox("docker", tmp_path)
     task.config.environment.workdir = env.workdir = "/usr/src/app"
     (task.path / "tests" / "test.sh").write_text(
-        'cd /usr/src/app && cat out.txt > /logs/verifier/out.txt; grep -c "$(hostname)" /etc/hosts '
+        'cd /usr/src/app && cat out.txt > /logs/verifier/out.txt; grep -c rise-hosts-marker /etc/hosts '
         '> /logs/verifier/hosts.txt; cat /usr/bin/rise-agent-tool > /logs/verifier/tool.txt 2>&1; true\n')
 
     async def go():
         await env.start()
         try:
             await env.exec("mkdir -p /usr/src/app && echo agent > /usr/src/app/out.txt && "
-                           "echo replaced > /usr/bin/rise-agent-tool", cwd="/", timeout=10)
+                           "echo replaced > /usr/bin/rise-agent-tool && echo '10.9.9.9 rise-hosts-marker' >> /etc/hosts",
+                           cwd="/", timeout=10)
             run = await run_verifier(env, task.path / "tests", tmp_path / "out", workdir="/usr/src/app",
                                      variables={}, timeout=30, user=None)
             assert run.isolation == "private" and run.result.ok and run.note is None, run
