@@ -79,7 +79,7 @@ def test_interleaved_arms_run_side_by_side(tmp_path, server):
 # ----------------------------------------------------------------------------------------------- busy corpus
 TURNS = 5  # replies before the one that does the work
 CPU_PER_REPLY = 0.6  # seconds of this thread's CPU time per reply: wall time grows with the machine's load
-AGENT_TIMEOUT = 25
+AGENT_TIMEOUT = 40  # unloaded, a trial took 20-26 s here with the box's load at 11-14 (six helpers)
 
 
 def slow_solver(body: dict) -> str:
@@ -101,7 +101,7 @@ def slow_solver(body: dict) -> str:
 
 
 @contextmanager
-def cpu_hog(procs: int = 12):
+def cpu_hog(procs: int = 16):
     """Real load: ``procs`` busy processes for the duration (killed by their own ids afterwards)."""
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(procs)]
     try:
@@ -152,5 +152,6 @@ def test_busy_corpus_favours_a_no_better_candidate_only_in_the_old_comparison(tm
     assert not check_load(cand_trials, corpus_trials).comparable
     # the interleaved comparison: the incumbent run beside it passes as often, nothing is adopted
     assert cand.status == "rejected" and report.adopted is None, (cand.reason, arm, evaluation)
-    assert cand.decision["baseline_pass1"] == cand.decision["candidate_pass1"] == 1.0
-    assert cand.decision["load"]["comparable"]
+    d = cand.decision  # both arms saw the same load: whatever it cost them, it cost both
+    assert abs(d["candidate_pass1"] - d["baseline_pass1"]) < old.candidate_pass1 - old.baseline_pass1, d
+    assert d["load"]["comparable"], d["load"]

@@ -74,3 +74,23 @@ def check_load(candidate: Iterable[TrialResult], incumbent: Iterable[TrialResult
             reasons.append(f"decode speed {cand.decode_tok_s:.1f} vs {inc.decode_tok_s:.1f} tok/s (ratio "
                            f"{ratio:.2f}, outside [{SPEED_RATIO[0]}, {SPEED_RATIO[1]}])")
     return LoadCheck(candidate=cand, incumbent=inc, comparable=not reasons, reasons=reasons, action=action)
+
+
+def load_lines(load: dict | None) -> list[str]:
+    """``decision["load"]`` as lines for ``rise show`` and the report: both arms side by side, then the verdict."""
+    if not load:
+        return []
+    check = LoadCheck.model_validate(load)
+
+    def cell(x: float | None, fmt: str) -> str:
+        return "—" if x is None else format(x, fmt)
+
+    c, i = check.candidate, check.incumbent
+    head = (f"load (candidate | incumbent): load/CPU {cell(c.load_per_cpu, '.2f')} | {cell(i.load_per_cpu, '.2f')}, "
+            f"busy {cell(c.busy, '.0%')} | {cell(i.busy, '.0%')}, decode {cell(c.decode_tok_s, '.1f')} | "
+            f"{cell(i.decode_tok_s, '.1f')} tok/s, {c.trials} | {i.trials} trials")
+    lines = [head]
+    if check.comparable:
+        return lines + ["load: comparable"]
+    verdict = "refused (not adopted)" if check.action == "refuse" else "flagged (recorded only)"
+    return lines + [f"load: NOT comparable, {verdict}: {r}" for r in check.reasons]

@@ -11,8 +11,10 @@ commit of the harness repository) through
    commit is checked again from the smoke check;
 3. screening: the candidate on the tasks its proposal concerns (r=1); the mechanism must show in the spans;
 4. full evaluation: the development set × r (``validate.evaluate``), optionally stopped early by curtailment;
-5. decision against the baseline: the incumbent's reference runs (``versions/vN/reference``) or a fresh control
-   (a ⊥ there blocks the round, never rejects), at the round's family-wise level (``validate.multiplicity``).
+5. decision against the baseline: the incumbent run in lockstep beside the evaluation (``interleaved``, the default:
+   ``evolve.round.interleave``), its reference runs (``versions/vN/reference``) or a fresh control (a ⊥ there
+   blocks the round, never rejects), at the round's family-wise level (``validate.multiplicity``); both arms'
+   load is recorded and a clearly different one refuses or flags the adoption (``validate.load_check``).
 
 Then publication: of the candidates whose decision is *adopt* the one with the highest Pass@1 wins (one
 adoption per round: later candidates were branched from the same incumbent); its held-out split is run
@@ -32,6 +34,7 @@ what is finished and redoes only the unit in flight. Keys (C = candidate commit,
     C:<task>:<rep> (evaluation trials)  C:evaluation  C:decision (final Rejection)  C:adoption
     C:heldout:<task>:<rep>  C:heldout  C:reference (the adopted grid as reference corpus)
     I:reference:<task>:<rep>  I:reference (v0's reference runs)  I:control:rNN:<task>:<rep>  I:control:rNN
+    I:control:rNN:<slug>:<task>:<rep>  I:control:rNN:<slug> (the incumbent arm beside a candidate: interleaved)
     <trial key>:infra<n> (a ⊥ attempt)  C:blocked:<n> (a non-final Rejection: ⊥ cells block the decision)
 
 A repaired candidate: ``C:repair`` (a ``repair`` event: the call's transcript and cost, ``repaired_to = C2``) and
