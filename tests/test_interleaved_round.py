@@ -68,6 +68,11 @@ def test_interleaved_arms_run_side_by_side(tmp_path, server):
     assert adoption.decision["baseline"] == "interleaved" and adoption.decision["baseline_pass1"] == 0.5
     load = adoption.decision["load"]
     assert load["comparable"] and load["candidate"]["trials"] == load["incumbent"]["trials"] == 4
+    from evolve.views.show import render_text, version_view
+
+    shown = render_text(version_view(exp, "v1"), code=False)
+    assert "v0 run beside verify (r01)" in shown and "load (candidate | incumbent): load/CPU" in shown
+    assert "load: comparable" in shown
     # lockstep: each cell of the candidate overlaps in time with the incumbent's same cell
     rdir = exp.root / "rounds" / "r01" / "verify"
     for t in DEV:

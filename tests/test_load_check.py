@@ -59,3 +59,20 @@ def test_lockstep_starts_each_cell_in_both_arms_before_either_moves_on():
     assert starts.index(("a", 2)) < starts.index(("b", 1)) and order.count((0, ("b", 1))) == 1
     fast_b = order.index((0, ("b", 1)))
     assert order.index((1, ("a", 2))) < fast_b
+
+
+def test_a_refused_check_turns_an_adoption_into_a_rejection_and_a_flag_does_not():
+    from types import SimpleNamespace
+
+    from evolve.experiment.config import AdoptionPolicy
+    from evolve.round.interleave import InterleavedStage
+    from validate.adoption import Decision
+
+    busy = SimpleNamespace(results={("t", 1): _trial(1, 2.5, 8)})
+    idle = SimpleNamespace(results={("t", 1): _trial(1, 0.3, 20)})
+    for policy, adopted in ((AdoptionPolicy(), False), (AdoptionPolicy(load_check="flag"), True)):
+        stage = InterleavedStage(SimpleNamespace(cfg=SimpleNamespace(adoption=policy), baseline_dir=None))
+        stage.arms["x"] = busy  # the incumbent arm ran on a busy machine, the candidate on an idle one
+        d, load = stage.check("x", idle, Decision(adopt=True, decided=True, reason="better"))
+        assert d.adopt is adopted and not load.comparable and len(load.reasons) == 2
+        assert ("not comparable, the arms ran under different load" in d.reason) is not adopted
