@@ -65,7 +65,7 @@ def make_experiment(runs: Path, base_url: str, name: str = "evo", heldout: tuple
     cfg = ExperimentConfig.model_validate({
         "name": name, "endpoint": {"base_url": base_url, "model": "scripted", "timeout_sec": 30},
         "tasks": {"dir": str(STARTER), "development": ["hello-file", "write-json"], "heldout": list(heldout)},
-        "r": 2, "env": "local", "concurrency": 1, "adoption": {"policy": "paper"}, **extra})
+        "r": 2, "env": "local", "concurrency": 1, "adoption": {"policy": "paper", "baseline": "reference"}, **extra})
     return init_experiment(name, cfg, runs_dir=runs)
 
 

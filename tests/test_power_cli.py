@@ -52,6 +52,7 @@ def test_without_a_prior_the_old_grid_is_refused_too(tmp_path):
 def test_the_booked_reference_corpus_of_that_morning_gives_p_0125(tmp_path):
     """With the morning's corpus booked in the ledger, the decision's own counts are used: p = (1/2)^3."""
     cfg = ExperimentConfig.load(OLD_DEMO)
+    cfg.adoption.baseline = "reference"  # that morning's experiment decided against its corpus (before issue 38)
     exp = init_experiment("demo", cfg, runs_dir=tmp_path)
     morning = {"count-lines": [P, F], "hello-file": [F, P], "project-skeleton": [P, F], "write-json": [P, P]}
     job = write_job(exp.root / "versions" / "v0" / "reference", morning)

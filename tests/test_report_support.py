@@ -155,7 +155,7 @@ def build_experiment(runs: Path, seed_parent: Path) -> Experiment:
     cfg = ExperimentConfig.model_validate({
         "name": "synth", "endpoint": {"base_url": "http://127.0.0.1:9/v1", "model": "scripted-model"},
         "tasks": {"dir": "tasks", "development": DEV, "heldout": HELDOUT}, "r": R,
-        "adoption": {"policy": "paper"}})  # the method as published: four tasks are too few for a test
+        "adoption": {"policy": "paper", "baseline": "reference"}})  # the method as published: four tasks are too few for a test
     exp = init_experiment("synth", cfg, runs_dir=runs, seed_dir=make_seed(seed_parent))
     led, root = exp.ledger, exp.root
     c0 = exp.commit_of("v0")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -63,6 +63,7 @@ class GridHooks:
     stop: Callable[[dict[Cell, TrialResult]], bool] | None = None  # yes: no further cell starts
     infra_retries: int = 0  # passes over the cells still ⊥ after the first, in the same call
     keep_until_rerun: bool = False  # ⊥ cells stay in the grid (folders in place) until rerun
+    gate: Callable[[Cell], Awaitable[None]] | None = None  # awaited before a cell starts (arms run in lockstep)
 
 
 @dataclass(kw_only=True)
@@ -152,6 +153,8 @@ class _Cells:
         async with self.runner.slot():
             if self.stopped:
                 return
+            if self.hooks.gate is not None:
+                await self.hooks.gate((t, k))
             tdir = self.job_dir / trial_name(t, k)
             if tdir.exists():
                 move_aside(tdir)  # kills an agent a killed run orphaned, keeps the evidence

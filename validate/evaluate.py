@@ -29,7 +29,7 @@ import logging
 import os
 import signal
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -41,7 +41,7 @@ from trials.endpoints.spec import EndpointSpec
 from trials.errors import RiseError
 from trials.executors.config import ExecutorConfig
 from trials.grid import GridHooks, run_cells
-from trials.job import CellScan, trial_name
+from trials.job import Cell, CellScan, trial_name
 from trials.metrics import Grid, GridMetrics, compute_metrics, grid_from_results
 from trials.results import JobConfig, TrialResult
 from trials.runner import EnvFactory
@@ -176,8 +176,10 @@ def outcome_of(plan: GridPlan, results: dict[tuple[str, int], TrialResult], stop
 
 async def run_grid(plan: GridPlan, book: TrialBook, *, stop: Callable[[Grid], bool] | None = None,
                    env_factory: EnvFactory | None = None, infra_retries: int = 1, progress: bool = False,
-                   tasks: list[Any] | None = None) -> GridOutcome:
-    """Run (or resume) ``plan``'s grid, booking each trial as it finishes (see the module docstring)."""
+                   tasks: list[Any] | None = None, gate: Callable[[Cell], Awaitable[None]] | None = None
+                   ) -> GridOutcome:
+    """Run (or resume) ``plan``'s grid, booking each trial as it finishes (see the module docstring). ``gate``
+    is awaited before each cell starts (``validate.interleave``: two arms in lockstep)."""
     job_dir, config = plan.job_dir.resolve(), plan.job_config()
 
     def booked(res: TrialResult, trial_dir: Path) -> None:
@@ -188,7 +190,8 @@ async def run_grid(plan: GridPlan, book: TrialBook, *, stop: Callable[[Grid], bo
         return stop is not None and stop(decision_grid(results.values(), config.task_names, config.r))
 
     hooks = GridHooks(on_scan=partial(_book_scan, book, job_dir), on_trial=booked, infra_retries=infra_retries,
-                      stop=decided if stop is not None else None, keep_until_rerun=True)
+                      stop=decided if stop is not None else None, keep_until_rerun=True,
+                      gate=gate)
     # plain lines (one per trial, a heartbeat a minute) when stderr is not a terminal: an overnight log
     run = await run_cells(config, job_dir, check_config=_check_config, label=f"{plan.purpose} {job_dir.name}",
                           hooks=hooks, executor=plan.executor, env_factory=env_factory, tasks=tasks,

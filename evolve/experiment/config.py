@@ -57,7 +57,13 @@ class AdoptionPolicy(BaseModel):
                          "split over its rounds, then over each round's candidates (docs/statistics.md)")
     night_rounds: int = Field(default=3, ge=1, description="rounds one night's alpha is split over (rounds 1..N "
                               "are night 1, N+1..2N night 2, ...): each round is tested at alpha / night_rounds")
-    baseline: Literal["reference", "control"] = "reference"
+    baseline: Literal["interleaved", "reference", "control"] = Field(
+        default="interleaved", description="what a candidate is decided against: interleaved (incumbent trials run "
+        "in lockstep with its evaluation, the same load; the default), reference (the incumbent's reference corpus, "
+        "run earlier) or control (a fresh incumbent grid at the round's start); docs/statistics.md")
+    load_check: Literal["refuse", "flag"] | None = Field(
+        default=None, description="arms run under clearly different load (validate.load_check): refuse (not "
+        "adopted) or flag (recorded only); default refuse with interleaved arms, flag otherwise")
     sequential: bool = Field(default=False, description="stop an evaluation once its outcome is decided")
     control: Literal["none", "midharness"] = Field(
         default="none", description="midharness: also compare each candidate with the incumbent run with Mid-Harness "
@@ -77,6 +83,10 @@ class AdoptionPolicy(BaseModel):
     prior: dict[str, float] = Field(default_factory=dict, description="expected pass rate per development task "
                                     "(a rate or 'passes/runs'), for the power estimate before the reference corpus "
                                     "exists; tasks not named: 0.5")
+
+    @property
+    def load_action(self) -> str:
+        return self.load_check or ("refuse" if self.baseline == "interleaved" else "flag")
 
     @field_validator("prior", mode="before")
     @classmethod

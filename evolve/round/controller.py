@@ -11,8 +11,10 @@ commit of the harness repository) through
    commit is checked again from the smoke check;
 3. screening: the candidate on the tasks its proposal concerns (r=1); the mechanism must show in the spans;
 4. full evaluation: the development set × r (``validate.evaluate``), optionally stopped early by curtailment;
-5. decision against the baseline: the incumbent's reference runs (``versions/vN/reference``) or a fresh control
-   (a ⊥ there blocks the round, never rejects), at the round's family-wise level (``validate.multiplicity``).
+5. decision against the baseline: the incumbent run in lockstep beside the evaluation (``interleaved``, the default:
+   ``evolve.round.interleave``), its reference runs (``versions/vN/reference``) or a fresh control (a ⊥ there
+   blocks the round, never rejects), at the round's family-wise level (``validate.multiplicity``); both arms'
+   load is recorded and a clearly different one refuses or flags the adoption (``validate.load_check``).
 
 Then publication: of the candidates whose decision is *adopt* the one with the highest Pass@1 wins (one
 adoption per round: later candidates were branched from the same incumbent); its held-out split is run
@@ -32,6 +34,7 @@ what is finished and redoes only the unit in flight. Keys (C = candidate commit,
     C:<task>:<rep> (evaluation trials)  C:evaluation  C:decision (final Rejection)  C:adoption
     C:heldout:<task>:<rep>  C:heldout  C:reference (the adopted grid as reference corpus)
     I:reference:<task>:<rep>  I:reference (v0's reference runs)  I:control:rNN:<task>:<rep>  I:control:rNN
+    I:control:rNN:<slug>:<task>:<rep>  I:control:rNN:<slug> (the incumbent arm beside a candidate: interleaved)
     <trial key>:infra<n> (a ⊥ attempt)  C:blocked:<n> (a non-final Rejection: ⊥ cells block the decision)
 
 A repaired candidate: ``C:repair`` (a ``repair`` event: the call's transcript and cost, ``repaired_to = C2``) and
@@ -62,6 +65,7 @@ from evolve.experiment.store import Experiment
 from evolve.round.candidates import COMMIT_MARK, CandidateCreation, patch_strip, set_toml_value
 from evolve.round.checks import Checks, CheckStages
 from evolve.round.control_arm import ControlArmStage
+from evolve.round.interleave import InterleavedStage
 from evolve.round.model import (
     CandidateInput,
     CandidateReport,
@@ -121,6 +125,7 @@ class Controller:
         self.creation = CandidateCreation(self)  # stage 1: the candidate's commit and worktree
         self.checking = CheckStages(self)  # stages 2 and 3: checks (guard, smoke, contracts, repairs), screening
         self.arm = ControlArmStage(self)  # the compute-matched control arm of a decision
+        self.paired = InterleavedStage(self)  # the incumbent arm beside each evaluation, and the load check
         self.publication = PublicationStage(self)  # stage 5: choose among contenders, complete, adopt
 
     # -- tasks and folders ---------------------------------------------------------------------------------
@@ -236,7 +241,8 @@ class Controller:
                     self.creation.check_patch(incumbent, cand)
                 else:
                     self.creation.branch_base(incumbent, cand)
-        baseline_dir = await self.ensure_reference(incumbent) if self.cfg.adoption.baseline == "reference" else None
+        corpus = self.cfg.adoption.baseline != "control"  # interleaved: the corpus is read, the arm decides
+        baseline_dir = await self.ensure_reference(incumbent) if corpus else None
         if not started:
             self.led.append(RoundStart(key=f"{rkey}:start", round=round_no, incumbent=incumbent))
         # fixed before any evaluation, the same on resume: every candidate that entered the round counts
@@ -250,8 +256,9 @@ class Controller:
         baseline, _ = grid_of_job(baseline_dir)
         self.baseline_dir = baseline_dir  # screening tells the mechanism's own spans from the incumbent's
         self.baseline = baseline  # publication charges a contender's ⊥ cells against it, as the decision does
-        announce_round(self, round_no, incumbent, f"reference corpus of {incumbent}" if self.cfg.adoption.baseline
-                       == "reference" else f"control grid of round {round_no}")
+        announce_round(self, round_no, incumbent, {
+            "reference": f"reference corpus of {incumbent}", "control": f"control grid of round {round_no}",
+            "interleaved": f"incumbent {incumbent} run beside each candidate"}[self.cfg.adoption.baseline])
         reports = []
         for cand in candidates:
             rep = CandidateReport(cand.slug)
@@ -293,7 +300,8 @@ class Controller:
         commit, wt = await self.checking.run_checks(incumbent, commit, wt)
         rep.commit = commit
         await self.checking.run_screening(round_no, cand, commit, wt, incumbent, baseline)
-        out = await self.evaluate(round_no, cand.slug, commit, wt, baseline)
+        out = await self.evaluate(round_no, cand.slug, commit, wt, baseline, incumbent)
+        baseline = self.paired.baseline(cand.slug, baseline)
         d = decide(out.grid, baseline, self.dev_tasks(), self.cfg.r, self.cfg.adoption.policy,
                    curtail=self.cfg.adoption.sequential, family=self.family(round_no), power_gain=self.cfg.adoption.gain)
         if cells := charged_of(out.results):  # ⊥ through the attempts: never publishable, so never adopted
@@ -301,12 +309,14 @@ class Controller:
             info = {**asdict(d), "pass_at_1": out.metrics.pass_at_1, "slug": cand.slug, "unpublishable": names}
             rep.decision, rep.regressions = info, d.regressions
             self.reject(commit, rep, f"{why}; with them as failures: {d.reason}", info)
+        d, load = self.paired.check(cand.slug, out, d)
         arm = None
         if d.decided and self.cfg.adoption.control == "midharness":  # the compute-matched control arm
             d, arm = await self.arm.control_arm(round_no, incumbent, out, d)
         info = {**asdict(d), "pass_at_1": out.metrics.pass_at_1, "slug": cand.slug,
                 "tier": getattr(cand.proposal, "tier", None) or "code",
-                "comparison": compare(baseline, out.grid, self.cfg.r).counts, **({"control_arm": arm} if arm else {})}
+                "comparison": compare(baseline, out.grid, self.cfg.r).counts, "load": load.model_dump(),
+                "baseline": self.cfg.adoption.baseline, **({"control_arm": arm} if arm else {})}
         rep.decision, rep.regressions = info, d.regressions
         if not d.decided:
             n = 1
@@ -330,17 +340,24 @@ class Controller:
         raise Stop("rejected", reason)
 
     # -- stage 4: evaluation ---------------------------------------------------------------------------------
-    async def evaluate(self, round_no: int, slug: str, commit: str, wt: Path, baseline: dict) -> GridOutcome:
+    async def evaluate(self, round_no: int, slug: str, commit: str, wt: Path, baseline: dict,
+                       incumbent: str) -> GridOutcome:
         dev, r, ad = self.dev_tasks(), self.cfg.r, self.cfg.adoption
         level = self.family(round_no).alpha_candidate  # curtailment decides at the level the decision uses
-        stop = stop_when_decided(baseline, dev, r, ad.policy, level) if ad.sequential else None
+        # interleaved: no curtailment (it needs the whole baseline, and the arm runs beside the candidate)
+        stop = stop_when_decided(baseline, dev, r, ad.policy, level) if ad.sequential and not self.paired.on else None
         job = self.exp.root / "rounds" / f"r{round_no:02d}" / slug / "evaluation"
         plan = self.plan("evaluation", wt, dev, r, job)
         if self.led.done(f"{commit}:evaluation"):  # finished before: read it back, run nothing
             _, results, _ = load_job(job)
             out = outcome_of(plan, {(x.task_name, x.repetition): x for x in results})
+            if self.paired.on:
+                await self.paired.run(round_no, incumbent, slug, None, commit)
+        elif self.paired.on:
+            out = await self.paired.run(round_no, incumbent, slug, plan, commit)
         else:
             out = await self.grid(plan, commit, commit, stop=stop)
+        baseline = self.paired.baseline(slug, baseline)
         charged = charged_cells(self.led, commit, "evaluation", out.results, baseline, self.infra_limit)
         if charged:  # the same cells are charged on every resume: the count comes from the ledger
             out = outcome_of(plan, charge(out.results, charged), out.stopped_early, out.trials_run)

@@ -101,10 +101,11 @@ def experiment_power(exp: Experiment, candidates: int = 1) -> GridPower:
     incumbent, grid = ref
     if ad.baseline == "reference":
         return measured_power(exp, family, grid, f"reference corpus of {incumbent}")
-    tasks = development_tasks(exp)  # a fresh control each round: the corpus's rates as a prior
+    tasks = development_tasks(exp)  # fresh incumbent runs decide: the corpus's rates as a prior
     base, _ = _known(grid, tasks)
+    fresh = "an incumbent arm beside each candidate" if ad.baseline == "interleaved" else "a fresh control each round"
     out = grid_power(tasks, exp.config.r, ad.policy, family.alpha_candidate, Baseline(base.rates),
-                     f"rates of {incumbent}'s reference corpus, a fresh control each round", ad.gain)
+                     f"rates of {incumbent}'s reference corpus, {fresh}", ad.gain)
     out.label = _label("measured rates", family)
     return out
 

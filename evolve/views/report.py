@@ -39,6 +39,7 @@ from evolve.views.timing import LABELS as TIME_LABELS
 from evolve.views.timing import time_rows
 from trials.cost import CostSummary
 from trials.metrics import Comparison, compare
+from validate.load_check import load_lines
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 MAX_DIFF_CHARS = 200_000
@@ -86,6 +87,7 @@ class CandidateRow:
     history: list[tuple[str, str]] = field(default_factory=list)  # (timestamp, what happened)
     column: Column | None = None
     control_arm: list[str] = field(default_factory=list)  # the compute-matched control arm (evolve.round.control_arm)
+    load: list[str] = field(default_factory=list)  # both arms' load side by side (validate.load_check)
 
 
 @dataclass
@@ -160,6 +162,7 @@ def _candidates(exp: Experiment) -> list[CandidateRow]:
                 row.p_value = d.get("p_value")
                 row.decision = {} if blocked else d
                 row.control_arm = arm_lines(d.get("control_arm"))
+                row.load = load_lines(d.get("load"))
                 what = f"adopted as {row.version}" if row.version else row.status
                 row.history.append((ev.ts, f"{what}: {row.reason}"))
         for stage in ("smoke", "contracts"):
@@ -197,7 +200,7 @@ def build_report(exp: Experiment) -> Report:
                      load_grid(locate_heldout(exp, tag), f"{tag} held-out") if tag else None)
         row.column = col
         columns.append(col)
-        base_dir, blabel = locate_baseline(exp, row.parent, row.round)
+        base_dir, blabel = locate_baseline(exp, row.parent, row.round, row.slug)
         base = load_grid(base_dir, blabel)
         if row.decision:
             row.policy_note = decision_policy(exp, row.decision, col.ref)

@@ -94,8 +94,14 @@ def locate_evaluation(exp: Experiment, commit: str, round_no: int | None, slug: 
     return _first_dir(_event_job(exp, f"{commit}:evaluation"), conventional)
 
 
-def locate_baseline(exp: Experiment, parent: str, round_no: int | None) -> tuple[Path | None, str]:
+def locate_baseline(exp: Experiment, parent: str, round_no: int | None,
+                    slug: str | None = None) -> tuple[Path | None, str]:
     """The grid a candidate of ``round_no`` branched from ``parent`` was decided on, and its label."""
+    if exp.config.adoption.baseline == "interleaved" and round_no and slug:
+        key = f"{exp.commit_of(parent)}:control:r{round_no:02d}:{slug}"
+        arm = _first_dir(_event_job(exp, key), exp.root / "rounds" / f"r{round_no:02d}" / slug / "incumbent")
+        if arm is not None and (arm / "config.json").is_file():
+            return arm, f"{parent} run beside {slug} (r{round_no:02d})"
     if exp.config.adoption.baseline == "control" and round_no:
         key = f"{exp.commit_of(parent)}:control:r{round_no:02d}"
         control = _first_dir(_event_job(exp, key), exp.root / "rounds" / f"r{round_no:02d}" / "control")
@@ -278,7 +284,7 @@ def version_view(exp: Experiment, ref: str) -> VersionView:
         view.policy = decision_policy(exp, view.decision, view.evaluation)
     if view.parent is not None:
         _fill_changes(view, repo)
-        view.baseline_dir, blabel = locate_baseline(exp, view.parent, view.round)
+        view.baseline_dir, blabel = locate_baseline(exp, view.parent, view.round, view.slug)
         view.baseline = load_grid(view.baseline_dir, blabel)
         if view.baseline is None:
             view.notes.append(f"baseline grid ({blabel}) not found")
@@ -317,8 +323,9 @@ def render_text(view: VersionView, code: bool = True) -> str:
     if view.decision.get("regressions"):
         out.append(f"regressions of stable passes: {', '.join(view.decision['regressions'])}")
     from evolve.round.control_arm import arm_lines
+    from validate.load_check import load_lines
 
-    out += arm_lines(view.decision.get("control_arm"))
+    out += arm_lines(view.decision.get("control_arm")) + load_lines(view.decision.get("load"))
     out += [f"note: {n}" for n in view.notes]
     if view.parent is not None:
         out.append("\n## Files changed")

@@ -1,0 +1,162 @@
+"""Comparisons a busy machine cannot fool (issue 38): arms run side by side, load on the record.
+
+With real parts (the seed, local sandboxes with tmux, a scripted model over real HTTP):
+
+- ``baseline = "interleaved"``: each evaluation cell runs in lockstep with the incumbent's same cell (both
+  trials overlap in time), the decision compares with that arm and records both arms' load;
+- a busy corpus: the model server spends fixed CPU time per reply, so its wall time grows with the machine's
+  load, and a task passes only when the agent gets its turns before a short agent timeout. The reference corpus
+  runs under a CPU hog, the round does not. Today's comparison (candidate vs corpus) favours a no-better
+  candidate; the interleaved one does not, and the load check flags the corpus comparison as not comparable.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from evolve.round.controller import CandidateInput, Proposal, run_reference, run_round
+from tests.test_controller_support import (
+    DEV,
+    GOOD,
+    GOOD_PROPOSAL,
+    MARK,
+    SOLVE,
+    STARTER,
+    _reply,
+    early_claimer,
+    make_experiment,
+    scripted_server,
+    standin_checks,
+)
+from trials.job import load_job
+from validate.adoption import decide
+from validate.evaluate import grid_of_job
+from validate.load_check import check_load
+
+pytestmark = [pytest.mark.tmux, pytest.mark.sandbox]
+
+
+@pytest.fixture
+def server():
+    yield from scripted_server(early_claimer)
+
+
+def _span(tdir: Path) -> tuple[dt.datetime, dt.datetime]:
+    res = json.loads((tdir / "result.json").read_text())
+    return dt.datetime.fromisoformat(res["started_at"]), dt.datetime.fromisoformat(res["finished_at"])
+
+
+def test_interleaved_arms_run_side_by_side(tmp_path, server):
+    exp = make_experiment(tmp_path / "runs", server.base_url, baseline="interleaved", heldout=[])
+    report = run_round(exp, 1, [CandidateInput("verify", str(GOOD), Proposal.model_validate(GOOD_PROPOSAL))],
+                       checks=standin_checks())
+    assert report.adopted == "v1"
+    led, v0 = exp.ledger, exp.commit_of("v0")
+    (arm,) = [e for e in led.find("evaluation") if e.key == f"{v0}:control:r01:verify"]
+    assert arm.complete and arm.metrics["paired_with"] == report.candidates[0].commit
+    assert led.done(f"{v0}:reference")  # the corpus is still run: analysis reads it
+    (adoption,) = led.find("adoption")
+    assert adoption.decision["baseline"] == "interleaved" and adoption.decision["baseline_pass1"] == 0.5
+    load = adoption.decision["load"]
+    assert load["comparable"] and load["candidate"]["trials"] == load["incumbent"]["trials"] == 4
+    from evolve.views.show import render_text, version_view
+
+    shown = render_text(version_view(exp, "v1"), code=False)
+    assert "v0 run beside verify (r01)" in shown and "load (candidate | incumbent): load/CPU" in shown
+    assert "load: comparable" in shown
+    # lockstep: each cell of the candidate overlaps in time with the incumbent's same cell
+    rdir = exp.root / "rounds" / "r01" / "verify"
+    for t in DEV:
+        for k in (1, 2):
+            (c0, c1), (i0, i1) = _span(rdir / "evaluation" / f"{t}__r{k}"), _span(rdir / "incumbent" / f"{t}__r{k}")
+            assert c0 < i1 and i0 < c1, (t, k)
+
+
+# ----------------------------------------------------------------------------------------------- busy corpus
+TURNS = 5  # replies before the one that does the work
+CPU_PER_REPLY = 0.6  # seconds of this thread's CPU time per reply: wall time grows with the machine's load
+AGENT_TIMEOUT = 40  # unloaded, a trial took 20-26 s here with the box's load at 11-14 (six helpers)
+
+
+def slow_solver(body: dict) -> str:
+    """Burns fixed CPU time, then: looks around for TURNS replies, then solves and claims completion."""
+    end = time.thread_time() + CPU_PER_REPLY
+    while time.thread_time() < end:
+        pass
+    msgs = body.get("messages", [])
+    first = next((m.get("content") or "" for m in msgs if m.get("role") == "user"), "")
+    task = next((t for t, mark in MARK.items() if mark in first), None)
+    if task is None:
+        return "Nothing to summarise."
+    said = [m.get("content") or "" for m in msgs if m.get("role") == "assistant"]
+    if any(f"SOLVE {task}" in s for s in said):
+        return _reply("Done and checked.", None, True)
+    if len(said) < TURNS:
+        return _reply(f"Looking around ({len(said) + 1}).", "ls /app\n", False)
+    return _reply(f"SOLVE {task}: doing the work.", SOLVE[task].rstrip("\n") + f"; cat {MARK[task]}\n", False)
+
+
+@contextmanager
+def cpu_hog(procs: int = 16):
+    """Real load: ``procs`` busy processes for the duration (killed by their own ids afterwards)."""
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(procs)]
+    try:
+        yield
+    finally:
+        for p in hogs:
+            p.kill()
+            p.wait()
+
+
+def _short_tasks(dest: Path) -> Path:
+    for t in DEV:
+        shutil.copytree(STARTER / t, dest / t)
+        toml = dest / t / "task.toml"
+        toml.write_text(toml.read_text().replace("[agent]\ntimeout_sec = 300", f"[agent]\ntimeout_sec = {AGENT_TIMEOUT}"))
+        assert f"timeout_sec = {AGENT_TIMEOUT}" in toml.read_text()
+    return dest
+
+
+@pytest.fixture
+def slow_server():
+    yield from scripted_server(slow_solver)
+
+
+def test_busy_corpus_favours_a_no_better_candidate_only_in_the_old_comparison(tmp_path, slow_server):
+    from evolve.experiment.config import ExperimentConfig
+    from evolve.experiment.store import init_experiment
+
+    cfg = ExperimentConfig.model_validate({
+        "name": "busy", "endpoint": {"base_url": slow_server.base_url, "model": "scripted", "timeout_sec": 60},
+        "tasks": {"dir": str(_short_tasks(tmp_path / "tasks")), "development": DEV, "heldout": []},
+        "r": 2, "env": "local", "concurrency": 1, "adoption": {"policy": "paper"}})  # the default: interleaved
+    exp = init_experiment("busy", cfg, runs_dir=tmp_path / "runs")
+    with cpu_hog():  # the corpus runs on a busy machine: its trials run out of time
+        ref = run_reference(exp)
+    report = run_round(exp, 1, [CandidateInput("verify", str(GOOD), Proposal.model_validate(GOOD_PROPOSAL))],
+                       checks=standin_checks())
+    (cand,) = report.candidates
+    corpus, _ = grid_of_job(ref)
+    evaluation, _ = grid_of_job(exp.root / "rounds" / "r01" / "verify" / "evaluation")
+    arm, _ = grid_of_job(exp.root / "rounds" / "r01" / "verify" / "incumbent")
+    # today's comparison: the candidate (no better: the same model, one more verification turn) against the corpus
+    old = decide(evaluation, corpus, DEV, 2, "paper")
+    assert old.adopt and old.baseline_pass1 < old.candidate_pass1, (corpus, evaluation)
+    # the load check sees it: the corpus ran under a clearly higher load
+    _, corpus_trials, _ = load_job(ref)
+    _, cand_trials, _ = load_job(exp.root / "rounds" / "r01" / "verify" / "evaluation")
+    assert not check_load(cand_trials, corpus_trials).comparable
+    # the interleaved comparison: the incumbent run beside it passes as often, nothing is adopted
+    assert cand.status == "rejected" and report.adopted is None, (cand.reason, arm, evaluation)
+    d = cand.decision  # both arms saw the same load: whatever it cost them, it cost both
+    assert abs(d["candidate_pass1"] - d["baseline_pass1"]) < old.candidate_pass1 - old.baseline_pass1, d
+    assert d["load"]["comparable"], d["load"]
