@@ -106,8 +106,10 @@ def slow_solver(body: dict) -> str:
 
 
 @contextmanager
-def cpu_hog(procs: int = 16):
-    """Real load: ``procs`` busy processes for the duration (killed by their own ids afterwards)."""
+def cpu_hog(procs: int = 48):
+    """Real load: ``procs`` busy processes for the duration (killed by their own ids afterwards). 48 on 2 cores
+    stretch a 0.6 s reply to ~15 s, so the corpus runs out of its 40 s on a quiet machine too, not only beside
+    other work."""
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(procs)]
     try:
         yield
