@@ -28,6 +28,7 @@ import statistics
 import time
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -225,6 +226,58 @@ def start_servers(arms: list[Arm], args: argparse.Namespace) -> list[Any]:
     return servers
 
 
+TRIAL_TASKS = ["hello-file", "write-json", "count-lines", "project-skeleton"]  # the main job's four
+
+
+def run_trials(args: argparse.Namespace) -> None:
+    """The issue's Must show: seed trials of the main job's four tasks against a server with today's settings
+    and one with the changes, repetition by repetition, arms alternating (ABBA), each arm its own server."""
+    import json
+    import subprocess
+    import sys
+
+    from _support import steps_of
+
+    from harness_seed.templates import first_prompt_head
+    from trials.endpoints.serve import ServerProcess, free_port
+
+    out = args.out
+    servers, roots = [], {}
+    for arm, warm in (("today", None), ("changed", first_prompt_head())):
+        port = free_port()
+        srv = ServerProcess.bundled(args.model, port, ctx=args.ctx, threads=args.threads, parallel=args.parallel,
+                                    name=f"bench-trials-{arm}-{port}", warm_head=warm)
+        srv.start(progress=lambda m: print(f"  {m}", flush=True))
+        servers.append(srv)
+        roots[arm] = f"http://127.0.0.1:{port}/v1"
+    rows: dict[str, list[tuple[float, float | None]]] = {"today": [], "changed": []}
+    try:
+        for rep in range(args.trials):
+            for arm in (["today", "changed"] if rep % 2 == 0 else ["changed", "today"]):
+                job = out / f"{arm}-{rep}"
+                before = load()
+                cmd = [sys.executable, "-m", "rise", "eval", "--tasks", str(STARTERS),
+                       *(x for t in TRIAL_TASKS for x in ("--task", t)), "--agent", "seed", "--env", "local",
+                       "-r", "1", "-c", str(args.parallel), "--base-url", roots[arm], "--model", args.model,
+                       "--setting", "model.max_tokens=1024", "--job-dir", str(job)]
+                subprocess.run(cmd, cwd=REPO, check=False, capture_output=True)
+                for result in job.rglob("result.json"):
+                    data = json.loads(result.read_text())
+                    first = next((s["metrics"].get("latency_sec") for s in steps_of(result.parent)
+                                  if s.get("source") == "agent" and s.get("metrics")), None)
+                    rows[arm].append(((data.get("durations") or {}).get("total", 0.0), first))
+                print(f"  rep {rep + 1} {arm}: {len(rows[arm])} trials so far (load {before} → {load()})", flush=True)
+    finally:
+        for srv in servers:
+            srv.stop()
+    med = {a: (statistics.mean([t for t, _ in r] or [0]), statistics.median([f for _, f in r if f] or [0]))
+           for a, r in rows.items()}
+    print(f"mean trial today {med['today'][0]:.1f} s, changed {med['changed'][0]:.1f} s: "
+          f"{med['changed'][0] / max(med['today'][0], 1e-9):.2f}x (target <= 0.7x)")
+    print(f"first call today {med['today'][1]:.1f} s, changed {med['changed'][1]:.1f} s: "
+          f"{med['changed'][1] / max(med['today'][1], 1e-9):.2f}x (target <= 0.3x)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="qwen2.5-coder-0.5b")
@@ -237,8 +290,14 @@ def main() -> None:
     ap.add_argument("--ctx", type=int, default=32768)
     ap.add_argument("--parallel", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--trials", type=int, default=0, help="instead: N repetitions of seed trials of the main "
+                    "job's four tasks, today's server against the changed one, interleaved (needs a quiet machine)")
+    ap.add_argument("--out", type=Path, default=Path("runs/bench-inference"), help="--trials: job folders")
     quick_flag(ap)
     args = ap.parse_args()
+    if args.trials:
+        run_trials(args)
+        return
     if args.quick:
         args.arms, args.rounds, args.levels, args.steps = ["today", "prefix"], 1, [1], 1
         args.reply_tokens, args.decode_tokens, args.ctx = 4, 4, 4096
