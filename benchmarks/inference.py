@@ -11,11 +11,14 @@ shared machine falls on every arm alike (an idle server takes no CPU). Per arm:
   third trial's first call; the cache hit ratio is the share of prompt tokens the server took from its cache
   (``timings.cache_n`` / (``cache_n`` + ``prompt_n``));
 - decode and prefill tokens/s at 1, 2 and 4 concurrent requests: per request (the server's timings) and in
-  aggregate (tokens / wall time of the batch); prefill prompts start with a fresh nonce (nothing cached).
+  aggregate (tokens / wall time of the batch); decode is the reply an agent would write to the seed's first
+  prompt (up to ``--decode-tokens``), prefill prompts start with a fresh nonce (nothing cached). Speculative arms
+  also report the share of drafted tokens accepted.
 
 Each figure is printed with the load average at the time, and each arm's ratio to the first arm.
 
     python benchmarks/inference.py [--model qwen2.5-coder-0.5b] [--arms today prefix ngram draft] [--rounds 2]
+                                   [--phases first history throughput] [--trials N]
                                    [--decode-tokens 64] [--quick]
 """
 
@@ -138,6 +141,8 @@ async def history(http: httpx.AsyncClient, arm: Arm, steps: int, reply_tokens: i
     for step in range(steps):
         bodies = await asyncio.gather(*(chat(http, arm, c, reply_tokens) for c in convs))
         for conv, body in zip(convs, bodies, strict=True):
+            arm.add("reply_decode_req_tps", body["timings"].get("predicted_per_second"))
+            arm.add("reply_draft_accepted", _accepted(body["timings"]))
             cached += body["timings"].get("cache_n", 0)
             prefilled += body["timings"]["prompt_n"]
             conv.append({"role": "assistant", "content": body["choices"][0]["message"]["content"]})
@@ -153,15 +158,22 @@ async def history(http: httpx.AsyncClient, arm: Arm, steps: int, reply_tokens: i
     arm.add("after_n2_hit_ratio", after.get("cache_n", 0) / max(1, after.get("cache_n", 0) + after["prompt_n"]))
 
 
+def _accepted(timings: dict) -> float | None:
+    """The share of drafted tokens the model accepted (speculative arms; llama.cpp's ``draft_n``)."""
+    drafted = timings.get("draft_n")
+    return timings.get("draft_n_accepted", 0) / drafted if drafted else None
+
+
 async def throughput(http: httpx.AsyncClient, arm: Arm, levels: list[int], decode_tokens: int, quick: bool) -> None:
     base = first_prompt("hello-file", quick)
     for c in levels:
         t0 = time.perf_counter()
-        bodies = await asyncio.gather(*(chat(http, arm, user(base), decode_tokens, ignore_eos=True)
+        bodies = await asyncio.gather(*(chat(http, arm, user(base), decode_tokens)
                                         for _ in range(c)))
         wall = time.perf_counter() - t0
         arm.add(f"decode_c{c}_tps", sum(b["timings"]["predicted_n"] for b in bodies) / wall)
         arm.add(f"decode_c{c}_req_tps", statistics.mean(b["timings"]["predicted_per_second"] for b in bodies))
+        arm.add(f"decode_c{c}_draft_accepted", _accepted(bodies[0]["timings"]))
         t0 = time.perf_counter()
         bodies = await asyncio.gather(*(chat(http, arm, user(f"{uuid.uuid4()} " + base[:1200]), 1)
                                         for _ in range(c)))
@@ -179,7 +191,8 @@ async def measure(arms: list[Arm], args: argparse.Namespace) -> dict[str, list[f
                   ("history", lambda a: history(http, a, args.steps, args.reply_tokens, args.quick)),
                   ("throughput", lambda a: throughput(http, a, args.levels, args.decode_tokens, args.quick))]
         if args.quick:  # CI: the first calls and one decode, enough to show every part still runs
-            phases = [phases[0], phases[2]]
+            args.phases = ["first", "throughput"]
+        phases = [p for p in phases if p[0] in args.phases]
         for name, phase in phases:
             for rnd in range(args.rounds if name != "first" else 1):  # a first call is cold only once
                 order = arms if rnd % 2 == 0 else arms[::-1]  # ABBA: neither arm always goes first
@@ -187,6 +200,8 @@ async def measure(arms: list[Arm], args: argparse.Namespace) -> dict[str, list[f
                     loads.setdefault(name, []).append(load())
                     await phase(arm)
                     print(f"  {name} round {rnd + 1} {arm.name} done (load {load()})", flush=True)
+            if not args.quick:  # the figures so far: a run cut short still says what it measured
+                report(arms, loads)
     return loads
 
 
@@ -283,6 +298,8 @@ def main() -> None:
     ap.add_argument("--model", default="qwen2.5-coder-0.5b")
     ap.add_argument("--arms", nargs="+", default=["today", "prefix", "ngram"])
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--phases", nargs="+", default=["first", "history", "throughput"],
+                    choices=["first", "history", "throughput"])
     ap.add_argument("--levels", type=int, nargs="+", default=[1, 2, 4])
     ap.add_argument("--steps", type=int, default=3, help="steps of each conversation in the history phase")
     ap.add_argument("--reply-tokens", type=int, default=48)
