@@ -24,3 +24,11 @@ def _environment() -> jinja2.Environment:
 def render(name: str, **variables: object) -> str:
     """Render ``prompts/<name>.j2`` with ``variables`` (a missing variable is an error, not a blank)."""
     return _environment().get_template(f"{name}.j2").render(**variables)
+
+
+def first_prompt_head(fmt: str = "json", max_duration: float = 60.0) -> str:
+    """The part of the first prompt that every task shares (everything before the task's instruction): a model
+    server can compute it once for all trials (trials/endpoints/bundled.py ``warm_slots``)."""
+    text = render(f"prompt_{fmt}", instruction="\0", terminal_state="", refine_context=None,
+                  max_duration=max_duration)
+    return text.partition("\0")[0]

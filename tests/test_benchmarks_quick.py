@@ -95,6 +95,7 @@ def _load_benchmark(name: str, monkeypatch):
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCHMARKS / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)  # a dataclass looks its module up there
     spec.loader.exec_module(module)
     return module
 
@@ -119,3 +120,20 @@ def test_monitor_overhead_states_only_what_it_compared(monkeypatch, capsys):
     bench.report_trial({"bare": [run(1.0)], "sdk": sdk, "monitor": [run(1.0, hooks=0.02, writer=0.01)]})
     out = capsys.readouterr().out
     assert "NOT met in µs" in out and "): NOT met" in out
+
+
+def test_inference_reports_each_arm_against_the_first(monkeypatch, capsys):
+    bench = _load_benchmark("inference", monkeypatch)
+    today, prefix = bench.Arm("today"), bench.Arm("prefix", warm_prefix=True)
+    for value in (10.0, 12.0, 11.0):
+        today.add("first_cold_s", value)
+    prefix.add("first_cold_s", 2.2)
+    prefix.add("warm_prefix_s", 8.0)
+    bench.report([today, prefix], {"first": [6.1, 6.5]})
+    out = capsys.readouterr().out
+    first = next(line for line in out.splitlines() if line.startswith("first_cold_s"))
+    assert "11.00" in first and "2.20" in first and "0.20x" in first  # medians, ratio to the first arm
+    assert next(line for line in out.splitlines() if line.startswith("warm_prefix_s")).rstrip().endswith("—")
+    assert "first 6.1–6.5" in out  # the load beside the figures
+    with pytest.raises(SystemExit, match="unknown arm"):
+        bench.arms_for(["today", "fast"], "qwen2.5-coder-0.5b")

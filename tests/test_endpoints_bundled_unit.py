@@ -55,3 +55,26 @@ def test_server_command_and_unknown_model():
     assert "--port" in cmd and "9001" in cmd and cmd[cmd.index("--alias") + 1] == "qwen2.5-coder-0.5b"
     with pytest.raises(bundled.BundledSetupError, match="unknown bundled model"):
         bundled.model_path("nope")
+
+
+def test_warm_head_saves_slots_under_the_cache(tmp_path):
+    from trials.endpoints.serve import ServerProcess
+
+    plain = ServerProcess.bundled("qwen2.5-coder-0.5b", 9002)
+    assert "--slot-save-path" not in plain.command and plain.after_ready is None
+    warm = ServerProcess.bundled("qwen2.5-coder-0.5b", 9003, warm_head="You are an agent.")
+    path = warm.command[warm.command.index("--slot-save-path") + 1]
+    assert path == str(bundled.slot_dir(9003)) and path.startswith(str(tmp_path / "cache"))
+    assert bundled.slot_dir(9003).is_dir() and warm.after_ready is not None
+
+
+def test_first_prompt_head_is_what_every_first_prompt_starts_with():
+    from harness_seed import templates
+    from trials.tasks.load import load_task
+
+    head = templates.first_prompt_head()
+    task = load_task("data/starter/write-json")
+    first = templates.render("prompt_json", instruction=task.instruction, terminal_state="$ ",
+                             refine_context=None, max_duration=60.0)
+    assert first.startswith(head) and len(head) > 2000
+    assert task.instruction.strip()[:40] in first[len(head):len(head) + 200]

@@ -118,7 +118,9 @@ def _endpoint(agent_kind: str, base_url: str | None, model: str | None, api_key_
     from trials.endpoints.serve import ensure_bundled_server  # imported late: only runs that start the server
     kwargs = {"port": port} if port else {}
     _err.print(f"no --base-url: starting or reusing the bundled model server ({model or DEFAULT_MODEL})")
-    return ensure_bundled_server(model or DEFAULT_MODEL, progress=_err.print, **kwargs)
+    from rise.commands.serve import seed_head
+
+    return ensure_bundled_server(model or DEFAULT_MODEL, progress=_err.print, warm_head=seed_head(), **kwargs)
 
 
 async def _require_reachable(endpoint: EndpointSpec) -> None:

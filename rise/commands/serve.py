@@ -87,6 +87,13 @@ def _run(server: ServerProcess, detach: bool) -> None:
     raise typer.Exit(1)
 
 
+def seed_head() -> str:
+    """The seed harness's shared first-prompt head (imported late: only a bundled start needs it)."""
+    from harness_seed.templates import first_prompt_head
+
+    return first_prompt_head()
+
+
 @serve_app.command("bundled")
 def serve_bundled(
     model: Annotated[str, typer.Option("--model", "-m", help=f"one of: {', '.join(bundled.MODELS)}")]
@@ -101,13 +108,15 @@ def serve_bundled(
     name: Name = None,
     detach: Detach = False,
     ready_timeout: ReadyTimeout = None,
+    warm: Annotated[bool, typer.Option("--warm/--no-warm", help="compute the seed's shared first-prompt head "
+                                       "once and copy it to every slot before serving")] = True,
 ) -> None:
     """Serve the bundled CPU model (llama.cpp); the first run builds it (~4 min), later runs take seconds."""
     if model not in bundled.MODELS:
         _console().print(f"[red]unknown model {escape(model)}[/red]; known: {', '.join(bundled.MODELS)}")
         raise typer.Exit(2)
     server = ServerProcess.bundled(model, port or DEFAULT_PORTS["bundled"], host=host, ctx=ctx, threads=threads,
-                                   parallel=parallel, name=name)
+                                   parallel=parallel, name=name, warm_head=seed_head() if warm else None)
     if ready_timeout:
         server.ready_timeout = ready_timeout
     _run(server, detach)

@@ -151,6 +151,15 @@ def vllm_command(model: str, *, port: int = 8000, host: str = "127.0.0.1", serve
     return cmd + list(extra or [])
 
 
+def _warm(server: ServerProcess, head: str, slots: int, progress: Callable[[str], None]) -> None:
+    """Warm the slots; a failure costs speed only, so it is reported and the server still starts."""
+    progress(f"computing the shared prompt head once for {slots} slots")
+    try:
+        bundled.warm_slots(f"http://{server.host}:{server.port}", head, slots)
+    except httpx.HTTPError as exc:
+        progress(f"warming the slots of {server.name} failed ({exc}); first calls prefill the head themselves")
+
+
 def parse_lora(items: list[str]) -> dict[str, str]:
     """``["verifier=/path"]`` → ``{"verifier": "/path"}``, with a clear error for a malformed item."""
     out: dict[str, str] = {}
@@ -179,14 +188,19 @@ class ServerProcess:
         self.proc: subprocess.Popen | None = None
         self.pid: int | None = None
         self.spec: EndpointSpec | None = None
+        self.after_ready: Callable[[Callable[[str], None]], None] | None = None  # e.g. warming the slots
 
     # -- constructors -------------------------------------------------------------------------------
 
     @classmethod
     def bundled(cls, model: str = bundled.DEFAULT_MODEL, port: int = DEFAULT_PORTS["bundled"], *,
                 host: str = "127.0.0.1", ctx: int = 8192, threads: int | None = None, parallel: int = 2,
-                extra: list[str] | None = None, name: str | None = None) -> ServerProcess:
-        """The bundled llama.cpp server; the binary is built and the model assembled on first start."""
+                extra: list[str] | None = None, name: str | None = None, warm_head: str | None = None
+                ) -> ServerProcess:
+        """The bundled llama.cpp server; the binary is built and the model assembled on first start.
+
+        ``warm_head``: a prompt head every trial's first call shares (the seed's); once healthy, the server
+        computes it once and copies it to every slot (:func:`bundled.warm_slots`), before it is handed out."""
         bundled._model_spec(model)  # unknown names fail here, before any build
         threads = threads or max(1, min(os.cpu_count() or 2, 8))
 
@@ -197,10 +211,16 @@ class ServerProcess:
             except bundled.BundledSetupError as exc:
                 raise ServerStartError(str(exc)) from exc
 
+        if warm_head:
+            bundled.slot_dir(port).mkdir(parents=True, exist_ok=True)
+            extra = [*(extra or []), "--slot-save-path", str(bundled.slot_dir(port))]
         command = bundled.server_command(model, port, host=host, ctx=ctx, threads=threads, parallel=parallel,
                                          extra=extra)
-        return cls("bundled", command, name=name or f"bundled-{port}", port=port, host=host,
-                   served_model=model, model=model, prepare=prepare)
+        server = cls("bundled", command, name=name or f"bundled-{port}", port=port, host=host,
+                     served_model=model, model=model, prepare=prepare)
+        if warm_head:
+            server.after_ready = lambda progress: _warm(server, warm_head, parallel, progress)
+        return server
 
     @classmethod
     def vllm(cls, model: str, port: int = DEFAULT_PORTS["vllm"], *, host: str = "127.0.0.1",
@@ -252,6 +272,8 @@ class ServerProcess:
         self.pid = self.proc.pid
         try:
             self._wait_ready(progress)
+            if self.after_ready is not None:
+                self.after_ready(progress)
         except BaseException:
             self.stop()
             raise
