@@ -81,7 +81,7 @@ from evolve.round.model import (
     unpublishable,
     with_regressions,
 )
-from evolve.round.power import announce_round
+from evolve.round.power import announce_round, development_tasks
 from evolve.round.publication import PublicationStage
 from monitor.agents import harness_agent
 from trials.job import load_job
@@ -136,13 +136,7 @@ class Controller:
 
     def dev_tasks(self) -> list[str]:
         if self._dev is None:
-            if self.cfg.tasks.development:
-                self._dev = sorted(self.cfg.tasks.development)
-            else:
-                from trials.tasks import load_task_set
-
-                held = set(self.cfg.tasks.heldout)
-                self._dev = sorted(t.name for t in load_task_set(self.tasks_dir) if t.name not in held)
+            self._dev = development_tasks(self.exp)
         return list(self._dev)
 
     def version_dir(self, tag: str) -> Path:

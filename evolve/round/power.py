@@ -17,6 +17,7 @@ booked in the ledger as a ``power`` event that ``rise report`` shows.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from evolve.experiment.ledger import PowerEvent
@@ -32,9 +33,16 @@ class PowerRefusal(RiseError):
 
 def development_tasks(exp: Experiment) -> list[str]:
     """The development tasks the controller decides on (the task folder's tasks less held-out when unnamed)."""
-    from evolve.round.controller import Controller
+    cfg = exp.config
+    if cfg.tasks.development:
+        return sorted(cfg.tasks.development)
+    from trials.tasks import load_task_set
 
-    return Controller(exp).dev_tasks()
+    tasks_dir = Path(cfg.tasks.dir)  # ExperimentConfig.load resolved it against experiment.toml's folder
+    if not tasks_dir.is_absolute():
+        tasks_dir = exp.config_path.parent / tasks_dir
+    held = set(cfg.tasks.heldout)
+    return sorted(t.name for t in load_task_set(tasks_dir) if t.name not in held)
 
 
 def _reference(exp: Experiment, tasks: list[str]) -> tuple[str, dict[str, list[bool | None]]] | None:
