@@ -85,9 +85,9 @@ def test_candidate_that_breaks_its_own_sandbox_is_charged_after_bounded_attempts
     ctl.grid = grid
     healthy = {"hello-file": [True, True], "write-json": [False, False]}
     for attempt in (1, 2):
-        out = asyncio.run(ctl.evaluate(1, "c", "c0ffee", exp.harness_dir, healthy))
+        out = asyncio.run(ctl.evaluate(1, "c", "c0ffee", exp.harness_dir, healthy, "v0"))
         assert not out.complete and not ctl.led.done("c0ffee:evaluation"), attempt  # ⊥: blocked, resumable
-    out = asyncio.run(ctl.evaluate(1, "c", "c0ffee", exp.harness_dir, healthy))
+    out = asyncio.run(ctl.evaluate(1, "c", "c0ffee", exp.harness_dir, healthy, "v0"))
     assert out.complete and out.grid["write-json"] == [False, False]
     (ev,) = ctl.led.find("evaluation", key="c0ffee:evaluation")
     assert ev.complete and ev.metrics["charged_to_candidate"] == ["write-json#2"]
@@ -96,5 +96,5 @@ def test_candidate_that_breaks_its_own_sandbox_is_charged_after_bounded_attempts
     ctl2.grid = grid
     sick = {"hello-file": [True, True], "write-json": [False, None]}  # the incumbent is ⊥ there too
     for _ in range(4):
-        out = asyncio.run(ctl2.evaluate(1, "d", "d00d", exp.harness_dir, sick))
+        out = asyncio.run(ctl2.evaluate(1, "d", "d00d", exp.harness_dir, sick, "v0"))
         assert not out.complete and not ctl2.led.done("d00d:evaluation")

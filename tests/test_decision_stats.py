@@ -17,6 +17,7 @@ from evolve.round.grading import grade
 from evolve.round.model import Stop
 from tests.test_controller_support import make_experiment
 from validate.adoption import decide
+from validate.load_check import check_load
 
 SIMS, SEED = 4000, 30
 
@@ -69,10 +70,11 @@ def _controller(tmp_path, candidates: dict[str, dict]) -> Controller:
     async def screening(*args):
         return None
 
-    async def evaluate(n, slug, commit, wt, baseline):
-        return SimpleNamespace(grid=candidates[slug], metrics=SimpleNamespace(pass_at_1=0.0))
+    async def evaluate(n, slug, commit, wt, baseline, incumbent):
+        return SimpleNamespace(grid=candidates[slug], results={}, metrics=SimpleNamespace(pass_at_1=0.0))
 
     ctl.checking.run_checks, ctl.checking.run_screening, ctl.evaluate = checks, screening, evaluate
+    ctl.paired.check = lambda slug, out, d: (d, check_load([], []))  # the stand-in grids ran nowhere: no load
     return ctl
 
 
