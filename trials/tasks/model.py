@@ -62,6 +62,9 @@ class EnvironmentConfig(_Strict):
     allow_internet: bool = False
     env: dict[str, str] = Field(default_factory=dict)
     workdir: str = "/app"
+    # Terminal-Bench 2 writes these; trials/tasks/fields.py says which are honoured and which ignored here.
+    gpus: int = Field(0, ge=0)
+    mcp_servers: list[Any] = Field(default_factory=list)
 
 
 class SolutionConfig(_Strict):
@@ -74,6 +77,7 @@ class TaskConfig(_Strict):
     """One ``task.toml``. ``schema_version`` (newer Harbor spelling) is accepted for ``version``."""
 
     version: str = Field("1.0", validation_alias=AliasChoices("version", "schema_version"))
+    artifacts: list[Any] = Field(default_factory=list)  # paths Harbor copies out after a trial; ignored here
     task: TaskMeta = Field(default_factory=TaskMeta)
     metadata: dict[str, Any] = Field(default_factory=dict)
     verifier: VerifierConfig = Field(default_factory=VerifierConfig)
