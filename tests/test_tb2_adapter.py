@@ -67,6 +67,18 @@ def test_pip_in_the_verifier_and_in_the_dockerfile_become_wheels():
     assert "ENV PIP_NO_INDEX=1 PIP_FIND_LINKS=/opt/rise-wheels" in table.dockerfile
 
 
+def test_uv_in_the_dockerfile_comes_from_the_index_and_uses_the_images_python():
+    v = verdict("json-keys")
+    assert v.status == "adapted" and not v.reasons
+    assert v.build_requirements == ["pyyaml==6.0.2", "uv==0.9.5"]
+    assert "apt-get install -y curl &&      pip install uv==0.9.5" in v.dockerfile  # only the installer changed
+    assert "uv venv /app/.venv --python 3.11" in v.dockerfile
+    assert "UV_OFFLINE=1 UV_FIND_LINKS=/opt/rise-wheels UV_PYTHON_DOWNLOADS=never" in v.dockerfile
+    assert v.verifier_requirements == ["pytest==8.4.1", "pyyaml==6.0.2"]  # `uv add`; its comment line is not read
+    assert "/opt/rise-verifier/bin/pytest /tests/test_outputs.py -rA" in v.test_sh
+    assert "# A verifier in a uv project of its own" in v.test_sh
+
+
 def test_what_cannot_run_here_says_why():
     ubuntu = verdict("ubuntu-tool")
     assert ubuntu.status == "cannot"
@@ -91,7 +103,7 @@ def test_import_copies_as_is_adapts_with_a_record_and_leaves_the_source_alone(tm
     assert {p.name: tree_sha256(p) for p in SHAPES.iterdir() if p.is_dir()} == before
     status = {t.name: t.status for t in manifest.tasks}
     assert status == {"sum-column": "adapted", "word-count": "adapted", "render-table": "adapted",
-                      "ubuntu-tool": "cannot", "gpu-train": "cannot"}
+                      "json-keys": "adapted", "ubuntu-tool": "cannot", "gpu-train": "cannot"}
     assert not (tmp_path / "out" / "ubuntu-tool").exists()
     record = json.loads((tmp_path / "out" / "sum-column" / RECORD).read_text())
     assert record["source_sha256"] == before["sum-column"]
@@ -101,7 +113,7 @@ def test_import_copies_as_is_adapts_with_a_record_and_leaves_the_source_alone(tm
     assert record["files"]["tests/test.sh"]["after_sha256"] == hashlib.sha256(test_sh).hexdigest()
     assert set(record["wheels"]) == {"pytest-8.4.1-py3-none-any.whl", "pytest-json-ctrf-0.3.5-py3-none-any.whl"}
     listed = json.loads((tmp_path / "out" / MANIFEST).read_text())
-    assert len(listed["tasks"]) == 5 and check_task_set(tmp_path / "out") == []
+    assert len(listed["tasks"]) == 6 and check_task_set(tmp_path / "out") == []
 
 
 def test_import_online_is_byte_for_byte(tmp_path):
@@ -114,7 +126,7 @@ def test_rise_tasks_check_prints_the_verdict_per_task():
     result = CliRunner().invoke(app, ["tasks", "check", str(SHAPES)], env={"COLUMNS": "250"})
     assert result.exit_code == 0, result.output
     out = " ".join(result.output.split())
-    for expected in ("runs through the adapter", "cannot run here", "3 adapted, 2 cannot", "mcp_servers"):
+    for expected in ("runs through the adapter", "cannot run here", "4 adapted, 2 cannot", "mcp_servers"):
         assert expected in out
 
 

@@ -35,10 +35,10 @@ def test_adapted_uvx_and_pip_verifiers_pass_the_oracle_in_docker(tmp_path):
     _need_docker()
     src = tmp_path / "src"
     src.mkdir()
-    for name in ("sum-column", "word-count"):
+    for name in ("sum-column", "word-count", "json-keys"):
         subprocess.run(["cp", "-r", str(SHAPES / name), str(src / name)], check=True)
     manifest = import_tasks(src, tmp_path / "out", lambda _image: False)
-    assert [t.status for t in manifest.tasks] == ["adapted", "adapted"]
+    assert [t.status for t in manifest.tasks] == ["adapted", "adapted", "adapted"]
     wheels = json.loads((tmp_path / "out" / "sum-column" / RECORD).read_text())["wheels"]
     assert any(name.startswith("pytest-8.4.1") for name in wheels)
     proc = subprocess.run([sys.executable, "-m", "rise.cli", "eval", "--no-progress", "--tasks", str(tmp_path / "out"),
@@ -47,7 +47,7 @@ def test_adapted_uvx_and_pip_verifiers_pass_the_oracle_in_docker(tmp_path):
                           cwd=REPO, capture_output=True, text=True, timeout=1500, check=False,
                           env={**os.environ, "COLUMNS": "200"})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    for name in ("sum-column", "word-count"):
+    for name in ("sum-column", "word-count", "json-keys"):
         trial = tmp_path / "job" / f"{name}__r1"
         assert json.loads((trial / "result.json").read_text())["reward"] == 1.0, name
         ctrf = trial / "verifier" / "logs" / "ctrf.json"

@@ -27,9 +27,12 @@ LOCAL_PYTHON = "3.11"  # Debian bookworm's python3
 VENV = "/opt/rise-verifier"
 WHEELS_DIR = "rise-wheels"  # inside the build context (environment/)
 WHEELS_IN_IMAGE = "/opt/rise-wheels"
+_APT_PIP = "python3-pip python3-venv python3-dev"
+PIP_FROM_APT = (f"RUN apt-get update && apt-get install -y --no-install-recommends {_APT_PIP} && rm -rf /var/lib/apt/lists/*",
+                "ENV PIP_BREAK_SYSTEM_PACKAGES=1")
 _PYTHON_IMAGE = re.compile(r"^(?:docker\.io/)?(?:library/)?python:(3\.\d+)(?:\.\d+)?(?:-slim)?(?:-bookworm)?$")
 _DEBIAN_IMAGE = re.compile(r"^(?:docker\.io/)?(?:library/)?debian:(?:bookworm|12)(?:[.\d]*)(?:-slim)?$")
-_UV_INSTALLER = re.compile(r"(?:curl|wget)\b[^|]*astral\.sh/uv/(?:([\d.]+)/)?install\.sh[^|]*\|\s*(?:ba)?sh")
+_UV_INSTALLER = re.compile(r"(?:curl|wget)\b[^|&;]*astral\.sh/uv/(?:([\d.]+)/)?install\.sh[^|]*\|\s*(?:ba)?sh")
 _URL_FETCH = re.compile(r"\b(?:curl|wget)\b[^\n]*?(https?://\S+)|\bgit\s+clone\b[^\n]*?(https?://\S+|git@\S+)")
 _UV_ENV = re.compile(r"^\s*(?:source|\.)\s+\"?\$(?:HOME|\{HOME\})/\.(?:local/bin|cargo)/env\"?\s*$")
 
@@ -60,9 +63,9 @@ class Verdict(BaseModel):
     test_sh: str | None = None
 
 
-def _logical_lines(text: str) -> list[tuple[int, str]]:
-    """Shell lines with ``\\`` continuations joined, each with its first line number."""
-    out: list[tuple[int, str]] = []
+def _logical_spans(text: str) -> list[tuple[int, int, str]]:
+    """Shell lines with ``\\`` continuations joined: (first line, last line, text), lines counted from 1."""
+    out: list[tuple[int, int, str]] = []
     buf, start = "", 0
     for i, line in enumerate(text.splitlines(), 1):
         if not buf:
@@ -70,11 +73,16 @@ def _logical_lines(text: str) -> list[tuple[int, str]]:
         if line.rstrip().endswith("\\"):
             buf += line.rstrip()[:-1] + " "
             continue
-        out.append((start, buf + line))
+        out.append((start, i, buf + line))
         buf = ""
     if buf:
-        out.append((start, buf))
+        out.append((start, len(text.splitlines()), buf))
     return out
+
+
+def _logical_lines(text: str) -> list[tuple[int, str]]:
+    """Shell lines with continuations joined, each with its first line number."""
+    return [(start, line) for start, _, line in _logical_spans(text)]
 
 
 def _words_after(command: str, marker: list[str]) -> list[str]:
@@ -122,6 +130,7 @@ class _Plan:
         self.build_reqs: list[str] = []
         self.apt: list[str] = []
         self.python_image = False
+        self.uses_uv = False
 
     def change(self, file: str, rule: str, before: str, after: str, why: str) -> None:
         self.changes.append(Change(file=file, rule=rule, before=before.strip(), after=after.strip(), why=why))
@@ -145,36 +154,60 @@ def _map_base(plan: _Plan, image: str, present: Callable[[str], bool]) -> str | 
 
 def _adapt_dockerfile(plan: _Plan, text: str, present: Callable[[str], bool]) -> str:
     lines = text.splitlines()
-    for lineno, line in _logical_lines(text):
+    for lineno, last, line in _logical_spans(text):
         m = re.match(r"^\s*FROM\s+(?:--\S+\s+)*(\S+)(.*)$", line, flags=re.IGNORECASE)
         if m:
             image, new = m.group(1), _map_base(plan, m.group(1), present)
             if new and new != image:
                 after = f"FROM {new}{m.group(2)}"
-                if plan.python_image:
-                    after += ("\nRUN apt-get update && apt-get install -y --no-install-recommends python3-pip "
-                              "python3-venv python3-dev && rm -rf /var/lib/apt/lists/*\n"
-                              "ENV PIP_BREAK_SYSTEM_PACKAGES=1")
+                if plan.python_image:  # what a python:3.X image has beyond Debian's python3
+                    after += "\n" + "\n".join(PIP_FROM_APT)
                 plan.change("environment/Dockerfile", "base-image", line, after,
                             f"{image} cannot be pulled here; {new} is its local equivalent (debootstrap)")
                 lines[lineno - 1] = after
             continue
         if not re.match(r"^\s*RUN\b", line, flags=re.IGNORECASE):
             continue
-        if _UV_INSTALLER.search(line):
-            plan.reasons.append(f"environment/Dockerfile:{lineno}: the uv installer is fetched at build time")
+        new_line = _uv_in_build(plan, lineno, line)
+        if new_line != line:
+            lines[lineno - 1:last] = [new_line] + [""] * (last - lineno)
         elif u := _URL_FETCH.search(line):
             plan.reasons.append(f"environment/Dockerfile:{lineno}: fetches {u.group(1) or u.group(2)} at build time")
-        for marker in (["pip", "install"], ["pip3", "install"]):
-            plan.build_reqs += requirements(_words_after(line, marker))
+        for marker in (["pip", "install"], ["pip3", "install"], ["uv", "pip", "install"]):
+            plan.build_reqs += requirements(_words_after(new_line, marker))
     if plan.build_reqs:
-        plan.change("environment/Dockerfile", "pip-wheels", "", f"ENV PIP_NO_INDEX=1 PIP_FIND_LINKS={WHEELS_IN_IMAGE}",
-                    "pip installs in the build read wheels downloaded on the host (the index is not reachable "
-                    "from a build here)")
-        first_run = next(i for i, ln in enumerate(lines) if re.match(r"^\s*(RUN|COPY|ADD)\b", ln, re.IGNORECASE))
-        lines[first_run:first_run] = [f"COPY {WHEELS_DIR} {WHEELS_IN_IMAGE}",
-                                      f"ENV PIP_NO_INDEX=1 PIP_FIND_LINKS={WHEELS_IN_IMAGE}"]
+        lines = _wheels_first(plan, lines)
     return "\n".join(lines) + "\n"
+
+
+def _uv_in_build(plan: _Plan, lineno: int, line: str) -> str:
+    """A RUN line's uv installer becomes ``pip install uv==V`` (uv is on the package index), and ``uv venv -p
+    3.X`` asks for the Python the image has."""
+    new = line
+    if m := _UV_INSTALLER.search(line):
+        plan.uses_uv = True
+        new = new.replace(m.group(0), f"pip install uv{'==' + m.group(1) if m.group(1) else ''}")
+    new = re.sub(r"(\buv\s+venv\b[^&;|]*?(?:-p|--python)[ =])(3\.\d+)\b", rf"\g<1>{LOCAL_PYTHON}", new)
+    if new != line:
+        plan.change("environment/Dockerfile", "uv", line, new, "the uv installer is fetched from the internet; "
+                    "the same uv release is a wheel on the package index; uv's Python is the image's")
+    return new
+
+
+def _wheels_first(plan: _Plan, lines: list[str]) -> list[str]:
+    """Put the host-downloaded wheels (and pip, on a base without it) before the first build step."""
+    head = [f"COPY {WHEELS_DIR} {WHEELS_IN_IMAGE}"]
+    env = f"ENV PIP_NO_INDEX=1 PIP_FIND_LINKS={WHEELS_IN_IMAGE}"
+    if plan.uses_uv:
+        env += f" UV_OFFLINE=1 UV_FIND_LINKS={WHEELS_IN_IMAGE} UV_PYTHON_DOWNLOADS=never"
+    head.append(env)
+    if not plan.python_image:
+        head = [*PIP_FROM_APT, *head]
+    plan.change("environment/Dockerfile", "pip-wheels", "", "\n".join(head),
+                "pip (and uv) installs in the build read wheels downloaded on the host (the index is not "
+                "reachable from a build here)")
+    first = next(i for i, ln in enumerate(lines) if re.match(r"^\s*(RUN|COPY|ADD)\b", ln, re.IGNORECASE))
+    return lines[:first] + head + lines[first:]
 
 
 def _adapt_test_sh(plan: _Plan, text: str) -> str:
@@ -184,7 +217,9 @@ def _adapt_test_sh(plan: _Plan, text: str) -> str:
     for lineno, line in _logical_lines(text):
         stripped = line.strip()
         new: str | None = None
-        if _UV_INSTALLER.search(line):
+        if stripped.startswith("#"):
+            pass
+        elif _UV_INSTALLER.search(line):
             new, why = "", "the uv installer cannot be fetched; the verifier's tools are in the image"
         elif _UV_ENV.match(line):
             new, why = "", "uv's env file does not exist: uv was not installed by its installer"
@@ -199,6 +234,9 @@ def _adapt_test_sh(plan: _Plan, text: str) -> str:
                                   or _words_after(line, ["uv", "pip", "install"])):
             plan.verifier_reqs += reqs
             new, why = f'export PATH="{VENV}/bin:$PATH"', f"installed into {VENV} at image build time from wheels"
+        elif reqs := requirements(_words_after(line, ["uv", "add"])):
+            plan.verifier_reqs += reqs
+            new, why = "", f"installed into {VENV} at image build time from wheels"
         elif re.match(r"^uv\s+(venv|init|sync)\b", stripped):
             new, why = "", f"the verifier's venv {VENV} is made at image build time"
         elif m := re.match(r"^(?:source|\.)\s+(\S+)/bin/activate\s*$", stripped):
