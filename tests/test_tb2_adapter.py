@@ -41,6 +41,21 @@ def test_a_field_nobody_knows_is_still_refused_by_name(tmp_path):
     assert [p.key for p in check_task_set(tmp_path)] == ["environment.gpu_kind"]
 
 
+def test_the_2_0_size_spellings_are_read_and_a_wrong_one_is_named(tmp_path):
+    from trials.tasks.model import EnvironmentConfig
+
+    env = EnvironmentConfig.model_validate({"memory": "4G", "storage": "10G", "cpus": 2})
+    assert (env.memory_mb, env.storage_mb) == (4096, 10240)
+    assert EnvironmentConfig.model_validate({"memory": "512M"}).memory_mb == 512
+    shutil.copytree(SHAPES / "word-count", tmp_path / "word-count")
+    toml = tmp_path / "word-count" / "task.toml"
+    toml.write_text(toml.read_text().replace("memory_mb = 2048", 'memory = "lots"'))
+    [problem] = check_task_set(tmp_path)
+    assert problem.key == "environment" and "'lots' is not a size" in problem.message
+    toml.write_text(toml.read_text().replace('memory = "lots"', 'memory = "2G"\nmemory_mb = 2048'))
+    assert "both set" in check_task_set(tmp_path)[0].message
+
+
 def test_python_image_and_uvx_verifier_go_through_the_adapter():
     v = verdict("sum-column")
     assert v.status == "adapted" and not v.reasons

@@ -94,9 +94,12 @@ def _write_adapted(src: Path, dest: Path, verdict: Verdict, download: Downloader
         files[rel] = {"before_sha256": _sha(before), "after_sha256": _sha(text)}
     wheels: dict[str, str] = {}
     requirements = sorted(set(verdict.verifier_requirements) | set(verdict.build_requirements))
-    if requirements:
-        wheel_dir = dest / "environment" / WHEELS_DIR
-        download(requirements, wheel_dir)
+    wheel_dir = dest / "environment" / WHEELS_DIR
+    # Apart: the image's packages and the verifier's venv may pin different versions of one package.
+    for group in (verdict.build_requirements, verdict.verifier_requirements):
+        if group:
+            download(group, wheel_dir)
+    if wheel_dir.is_dir():
         wheels = {p.name: _sha(p.read_bytes()) for p in sorted(wheel_dir.iterdir())}
     transformation = {"changes": [c.model_dump() for c in verdict.changes], "files": files, "wheels": wheels,
                       "requirements": requirements, "apt": verdict.apt_packages}

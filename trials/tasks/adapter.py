@@ -113,7 +113,7 @@ def requirements(words: list[str]) -> list[str]:
                  "-p", "--python", "--target", "-t"):
             skip = True
             continue
-        if not w.startswith("-"):
+        if not w.startswith("-") and "://" not in w:
             out.append(w)
     return out
 
@@ -302,7 +302,7 @@ def plan(task: Task, present: Callable[[str], bool], online: bool = False) -> Ve
         new_test = adapted_test if adapted_test != test_text else None
     p.notes += _solution_needs(task)
     status = "cannot" if p.reasons else ("adapted" if p.changes else "as-is")
-    return Verdict(task=task.name, status=status, changes=p.changes, reasons=p.reasons,
+    return Verdict(task=task.name, status=status, changes=p.changes, reasons=list(dict.fromkeys(p.reasons)),
                    ignored=ignored_settings(task.config), notes=p.notes,
                    verifier_requirements=sorted(set(p.verifier_reqs)), build_requirements=sorted(set(p.build_reqs)),
                    apt_packages=sorted(set(p.apt)), dockerfile=new_docker, test_sh=new_test)

@@ -37,6 +37,8 @@ FIELDS: dict[str, Field] = {
                                                   "(an adapter change, recorded)"),
     "environment.cpus": Field("honoured", "docker: nano_cpus; local: the sandbox's CPU limit"),
     "environment.memory_mb": Field("honoured", "docker: mem_limit; local: the sandbox's memory limit"),
+    "environment.memory": Field("honoured", "Terminal-Bench 2.0's \"2G\" spelling, read as memory_mb"),
+    "environment.storage": Field("ignored", "Terminal-Bench 2.0's \"10G\" spelling of storage_mb (ignored, below)"),
     "environment.storage_mb": Field("ignored", "no per-container disk quota: Docker's storage-opt needs an "
                                                "overlay on xfs with project quotas, which this engine lacks"),
     "environment.gpus": Field("refused", "sandboxes here have no GPU: a task that asks for one cannot run"),
