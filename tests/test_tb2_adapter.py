@@ -154,3 +154,16 @@ def test_a_machine_that_can_pull_keeps_the_tasks_base_image(monkeypatch):
     monkeypatch.setenv("RISE_BASE_IMAGE_PULL", "1")
     assert BaseImageMap.from_env().resolve("python:3.13-slim-bookworm",
                                            present=lambda _i: False) == "python:3.13-slim-bookworm"
+
+
+def test_a_script_the_build_runs_that_clones_a_repository_is_named(tmp_path):
+    shutil.copytree(SHAPES / "word-count", tmp_path / "word-count")
+    env = tmp_path / "word-count" / "environment"
+    (env / "setup.sh").write_text("#!/bin/bash\n# fetch https://example.invalid/in-a-comment\n"
+                                  "git clone https://example.invalid/site.git\n")
+    (env / "Dockerfile").write_text((env / "Dockerfile").read_text() + "COPY setup.sh /app/\nRUN bash /app/setup.sh\n")
+    task, _ = inspect_task(tmp_path / "word-count")
+    v = plan(task, lambda _image: False)
+    assert v.status == "cannot"
+    reason = "environment/setup.sh:3: fetches https://example.invalid/site.git (a script in the build context)"
+    assert v.reasons == [reason]

@@ -298,6 +298,7 @@ def plan(task: Task, present: Callable[[str], bool], online: bool = False) -> Ve
             adapted_docker += _verifier_layer(p)
         if p.verifier_reqs or p.build_reqs:
             adapted_docker += _epilogue(p, dockerfile_text)
+        p.reasons += _scripts_that_fetch(task)
         new_docker = adapted_docker if adapted_docker != dockerfile_text else None
         new_test = adapted_test if adapted_test != test_text else None
     p.notes += _solution_needs(task)
@@ -342,6 +343,17 @@ def _epilogue(p: _Plan, original: str) -> str:
         p.change("environment/Dockerfile", "epilogue", "", body, "the image ends as the original did: no wheels in "
                  "a folder the Dockerfile copied the context into, and its last USER")
     return body
+
+
+def _scripts_that_fetch(task: Task) -> list[str]:
+    """Shell scripts in the build context (a Dockerfile ``RUN bash setup.sh`` runs them) that fetch a URL."""
+    reasons = []
+    for script in sorted(task.environment_dir.rglob("*.sh")):
+        rel = script.relative_to(task.path).as_posix()
+        for lineno, line in _logical_lines(script.read_text(errors="replace")):
+            if not line.lstrip().startswith("#") and (u := _URL_FETCH.search(line)):
+                reasons.append(f"{rel}:{lineno}: fetches {u.group(1) or u.group(2)} (a script in the build context)")
+    return reasons
 
 
 def _solution_needs(task: Task) -> list[str]:
