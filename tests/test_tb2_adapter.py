@@ -65,6 +65,7 @@ def test_python_image_and_uvx_verifier_go_through_the_adapter():
     assert not [ln for ln in commands if "astral.sh" in ln or "uvx" in ln or "apt-get" in ln]
     assert f"{VENV}/bin/pytest --ctrf /logs/verifier/ctrf.json /tests/test_outputs.py -rA" in v.test_sh
     assert v.verifier_requirements == ["pytest-json-ctrf==0.3.5", "pytest==8.4.1"]
+    assert f"python3 -m venv --system-site-packages {VENV}" in v.dockerfile  # the image's packages stay importable
     assert v.apt_packages == ["curl"]
     notes = " | ".join(v.notes)
     assert "prebuilt image riseharness-examples/sum-column:20260101 is not here" in notes

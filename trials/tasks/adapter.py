@@ -310,12 +310,14 @@ def plan(task: Task, present: Callable[[str], bool], online: bool = False) -> Ve
 
 
 def _verifier_layer(p: _Plan) -> str:
-    """The Dockerfile lines that install what test.sh used to fetch, recorded as one change."""
+    """The Dockerfile lines that install what test.sh used to fetch, recorded as one change. The venv sees the
+    image's own packages: a verifier that ran ``pip install pytest`` into the system Python imports them too."""
     apt = " ".join(sorted(set(p.apt) | {"python3-venv"}))
     body = (f"\n# rise adapter: the verifier's tools, installed at build time (tests/test.sh fetched them)\n"
             f"USER root\nCOPY {WHEELS_DIR} {WHEELS_IN_IMAGE}\n"
             f"RUN apt-get update && apt-get install -y --no-install-recommends {apt} && rm -rf /var/lib/apt/lists/*\n"
-            f"RUN python3 -m venv {VENV} && {VENV}/bin/pip install --no-index --find-links {WHEELS_IN_IMAGE} "
+            f"RUN python3 -m venv --system-site-packages {VENV} && "
+            f"{VENV}/bin/pip install --no-index --find-links {WHEELS_IN_IMAGE} "
             f"{shlex.join(sorted(set(p.verifier_reqs)))}\n") if p.verifier_reqs else (
             f"\n# rise adapter: packages tests/test.sh installed with apt\nUSER root\n"
             f"RUN apt-get update && apt-get install -y --no-install-recommends {apt} && rm -rf /var/lib/apt/lists/*\n")
