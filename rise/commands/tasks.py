@@ -15,6 +15,8 @@ from trials.tasks import check_task_set, inspect_task
 from trials.tasks.check import count_tasks, offline_by_default
 from trials.tasks.load import task_dirs
 
+from .tasks_adapt import print_verdicts, register_adapt
+
 TaskDir = Annotated[Path, typer.Argument(help="a folder of task folders, or one task folder")]
 
 tasks_app = typer.Typer(help="Validate and list task sets.", no_args_is_help=True)
@@ -28,14 +30,19 @@ def _short(path: str, root: Path) -> str:
 
 
 @tasks_app.command("check")
-def check(directory: TaskDir) -> None:
-    """Report every problem in a task set, naming the file and the key; exit 1 if there is any."""
+def check(directory: TaskDir,
+          online: Annotated[bool, typer.Option("--online", help="this machine can fetch at run time (images, "
+                                                                 "installers): judge the tasks as they are")] = False,
+          ) -> None:
+    """Report every problem in a task set, naming the file and the key; exit 1 if there is any. Then say per task
+    whether it runs here as is, through the offline adapter (and what it changes), or not (and why)."""
     console = _console.out()
     problems = check_task_set(directory)
     for note in offline_by_default(directory) if not problems else []:
         console.print(f"[yellow]note[/yellow]: {escape(_short(note.file, directory))} {note.key}: {escape(note.message)}")
     if not problems:
         console.print(f"[green]ok[/green]: {count_tasks(directory)} tasks in {directory}, no problems")
+        print_verdicts(console, directory, online)
         raise typer.Exit(0)
     table = Table(title=f"{len(problems)} problem(s) in {directory}", show_lines=False)
     table.add_column("file", overflow="fold")
@@ -76,4 +83,5 @@ def list_tasks(directory: TaskDir) -> None:
 
 
 def register(app: typer.Typer) -> None:
+    register_adapt(tasks_app)
     app.add_typer(tasks_app, name="tasks")

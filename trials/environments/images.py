@@ -197,13 +197,19 @@ class BaseImageMap:
 
     rules: dict[str, str] = field(default_factory=dict)
     default: str = BASE_IMAGE
+    # RISE_BASE_IMAGE_PULL=1 (a machine that reaches a registry): an image that is not here is left for the build
+    # to pull instead of being mapped to the default; the offline adapter (trials/tasks/adapter.py) is not needed.
+    pull: bool = False
 
     @classmethod
     def from_env(cls) -> BaseImageMap:
         raw = os.environ.get("RISE_BASE_IMAGE_MAP", "").strip()
+        pull = os.environ.get("RISE_BASE_IMAGE_PULL", "") == "1"
         if not raw:
-            return cls()
-        return cls.from_config(raw)
+            return cls(pull=pull)
+        found = cls.from_config(raw)
+        found.pull = pull
+        return found
 
     @classmethod
     def from_config(cls, raw: str | dict[str, Any]) -> BaseImageMap:
@@ -230,6 +236,6 @@ class BaseImageMap:
         for pattern, target in self.rules.items():
             if fnmatch.fnmatchcase(image, pattern):
                 return target
-        if present is not None and present(image):
+        if self.pull or (present is not None and present(image)):
             return image
         return self.default

@@ -8,10 +8,11 @@ default. Older Terminal-Bench folders are imported into the same :class:`Task` (
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
 
 class _Strict(BaseModel):
@@ -62,6 +63,36 @@ class EnvironmentConfig(_Strict):
     allow_internet: bool = False
     env: dict[str, str] = Field(default_factory=dict)
     workdir: str = "/app"
+    # Terminal-Bench 2 writes these; trials/tasks/fields.py says which are honoured and which ignored here.
+    gpus: int = Field(0, ge=0)
+    mcp_servers: list[Any] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sizes_as_text(cls, data: Any) -> Any:
+        """Terminal-Bench 2.0 writes ``memory = "2G"`` and ``storage = "10G"`` (Harbor's older spelling of
+        ``memory_mb`` / ``storage_mb``): read them as megabytes; both spellings at once is an error."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        for old, new in (("memory", "memory_mb"), ("storage", "storage_mb")):
+            if old in data:
+                if new in data:
+                    raise ValueError(f"{old} and {new} both set: write one")
+                data[new] = size_mb(data.pop(old), old)
+        return data
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:iB|i|B)?\s*$", re.IGNORECASE)
+_MB = {"": 1 / 2**20, "K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
+
+
+def size_mb(value: Any, key: str) -> int:
+    """``"2G"`` → 2048, ``"512M"`` → 512 (binary units, as Docker reads them); a bare number is bytes."""
+    m = _SIZE.match(str(value))
+    if m is None:
+        raise ValueError(f"{key} = {value!r} is not a size like \"2G\" or \"512M\"")
+    return max(1, round(float(m.group(1)) * _MB[m.group(2).upper()]))
 
 
 class SolutionConfig(_Strict):
@@ -74,6 +105,7 @@ class TaskConfig(_Strict):
     """One ``task.toml``. ``schema_version`` (newer Harbor spelling) is accepted for ``version``."""
 
     version: str = Field("1.0", validation_alias=AliasChoices("version", "schema_version"))
+    artifacts: list[Any] = Field(default_factory=list)  # paths Harbor copies out after a trial; ignored here
     task: TaskMeta = Field(default_factory=TaskMeta)
     metadata: dict[str, Any] = Field(default_factory=dict)
     verifier: VerifierConfig = Field(default_factory=VerifierConfig)

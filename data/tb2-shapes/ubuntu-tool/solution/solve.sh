@@ -1,0 +1,2 @@
+#!/bin/bash
+/usr/local/bin/tool > /app/out.txt
