@@ -16,11 +16,11 @@ A measure missing in either arm (old trials, a server that gives no timings) is 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from statistics import fmean
 
 from pydantic import BaseModel
 
 from trials.results import TrialResult
+from trials.time_split import grid_load, grid_split
 
 MAX_LOAD_GAP = 0.5
 SPEED_RATIO = (0.8, 1.25)
@@ -50,14 +50,13 @@ class LoadCheck(BaseModel):
 
 
 def arm_load(results: Iterable[TrialResult]) -> ArmLoad:
+    """One arm's load from its trials that are evidence: the grid's load and decode speed as ``rise trace time``
+    computes them (trials.time_split), so the check and the report read one figure."""
     runs = [r for r in results if not r.is_infra]
-    loads = [x for r in runs if r.machine_load and (x := r.machine_load.load_per_cpu) is not None]
-    busy = [r.machine_load.busy for r in runs if r.machine_load and r.machine_load.busy is not None]
-    tokens = sum(r.inference.split_predicted_n for r in runs if r.inference)
-    seconds = sum(r.inference.decode_sec for r in runs if r.inference)
-    return ArmLoad(trials=len(runs), load_per_cpu=round(fmean(loads), 3) if loads else None,
-                   busy=round(fmean(busy), 3) if busy else None,
-                   decode_tok_s=round(tokens / seconds, 2) if tokens and seconds > 0 else None)
+    load = grid_load(runs)
+    return ArmLoad(trials=len(runs), load_per_cpu=load.load_per_cpu,
+                   busy=round(load.busy, 3) if load.busy is not None else None,
+                   decode_tok_s=grid_split(runs).inference.decode_tok_s)
 
 
 def check_load(candidate: Iterable[TrialResult], incumbent: Iterable[TrialResult], action: str = "flag") -> LoadCheck:
