@@ -17,8 +17,7 @@ import pytest
 
 from evolve.roles.explorer import ExplorerAnswer
 from evolve.roles.runtime import RoleError, get_role, make_backend, read_transcript, run_role
-from tests.fakes.bundled import bundled_server
-from trials.endpoints import bundled
+from tests.fakes.bundled import big_model_skip_reason, bundled_server
 
 pytestmark = pytest.mark.model
 
@@ -59,7 +58,7 @@ def _tools(transcript: Path) -> list[list]:
 
 @pytest.mark.timeout(1800)
 def test_explorer_on_the_bundled_model_then_its_recording_replays_identically(tmp_path: Path) -> None:
-    reason = bundled.not_ready_reason(MODEL)
+    reason = big_model_skip_reason(MODEL)
     if reason:
         pytest.skip(f"optional: {reason} (CI replays the stored recording instead)")
     ws = trial_workspace(tmp_path)

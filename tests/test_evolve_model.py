@@ -18,9 +18,8 @@ from evolve.roles.analysis.roles import with_limits
 from evolve.roles.implement import IMPLEMENTER, implement
 from evolve.roles.proposals import PROPOSER, OverfitGuard, ProposalSpec, ProposerInputs, propose
 from evolve.roles.runtime import RoleError, make_backend, read_transcript
-from tests.fakes.bundled import bundled_server
+from tests.fakes.bundled import big_model_skip_reason, bundled_server
 from tests.test_controller_support import STARTER
-from trials.endpoints import bundled
 
 pytestmark = [pytest.mark.model]
 MODEL = "qwen2.5-coder-1.5b"
@@ -43,7 +42,7 @@ def test_proposer_and_implementer_on_the_bundled_model(tmp_path):
                                    "completion claim (when the model claims without having run any check)",
                                    "tasks": ["write-json"], "behaviours": ["completion.handshake"]},
                             dev_tasks=DEV, stable_tasks=["hello-file"])
-    if (reason := bundled.not_ready_reason(MODEL)):  # CI assembles only the 0.5B, which cannot drive these roles
+    if (reason := big_model_skip_reason(MODEL)):  # CI assembles only the 0.5B, which cannot drive these roles
         pytest.skip(f"optional: {reason} (run with the 1.5B assembled: rise serve bundled -m {MODEL})")
     with bundled_server("evolve", ctx=16384, parallel=1, model=MODEL) as (_, spec):
         backend = make_backend("openai", spec)
