@@ -23,9 +23,10 @@ is one of a family (a round's M candidates, a night's rounds: ``validate.multipl
 per-candidate level and records the measured per-round and per-night rates as well.
 
 Sequential early stopping (``curtail``): the evaluation may stop as soon as the remaining cells cannot change the
-decision of the complete grid (deterministic curtailment: the two extreme completions for ``paper`` and
-``paired``, and for ``coupled`` against a complete baseline, which are monotone in each cell; p-value bounds over every completion for ``stratified``). It
-therefore never changes the decision, so its false-adoption rate equals the full grid's; it only saves trials.
+decision of the complete grid (deterministic curtailment: the two extreme completions for ``paper``, ``paired``
+and ``coupled``, which are monotone in each cell against a complete baseline; p-value bounds over every completion
+for ``stratified``). It therefore never changes the decision, so its false-adoption rate equals the full grid's; it
+only saves trials.
 Regressions of tasks that were stable passes in the baseline are always listed, whatever the decision.
 """
 
@@ -148,7 +149,8 @@ def _curtailed(candidate: Grid, baseline: Grid, tasks: list[str], r: int, policy
         if most / total <= b1 or p_low > alpha:
             return False
         return None
-    outcomes = set()  # paper, paired and coupled are monotone in each cell: the two extreme completions bound the rest
+    # paper, paired and coupled are monotone in each cell: the two extreme completions bound the rest
+    outcomes = set()
     for fill in (True, False):
         filled = {t: [(o if o is not None else fill) for o in _pad(candidate.get(t, []), r)] for t in tasks}
         outcomes.add(_decide_complete(filled, baseline, tasks, policy, alpha)[0])

@@ -11,7 +11,7 @@ the rates are measured, not asserted.
 adoption rate when the candidate is no better (delta = 0), the worse of the two task-rate models, from a fixed
 seed so that the same grid size always reports the same figure.
 
-``coupled`` decides on pairs, so its grids are drawn cell by cell (:func:`draw_grids`) with the two arms
+``coupled`` decides on pairs, so its grids are drawn cell by cell (:func:`draw_pairs`) with the two arms
 independent: the recorded figure does not know the arms' agreement (``validate.coupled_sim`` sweeps it). A night's
 candidates each get their own incumbent arm, as interleaved arms are not shared.
 """
@@ -50,12 +50,10 @@ def draw_counts(n_tasks: int, r: int, delta: float, sims: int, rng: np.random.Ge
     return rng.binomial(r, p_cand), rng.binomial(r, p_base)
 
 
-def _pairs(policy: str, p_cand: np.ndarray, p_base: np.ndarray, r: int,
-           rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, Pairs | None]:
-    """Candidate and baseline counts at the given rates, and for ``coupled`` their discordant pairs (independent
-    cells; the other policies draw counts, as they always have)."""
-    if policy != COUPLED:
-        return rng.binomial(r, p_cand), rng.binomial(r, p_base), None
+def draw_pairs(p_cand: np.ndarray, p_base: np.ndarray, r: int,
+               rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, Pairs]:
+    """Candidate and baseline counts at the given (sims × tasks) rates and their discordant pairs, the two arms'
+    cells independent (the other policies draw counts, as they always have)."""
     cand = rng.random((*p_cand.shape, r)) < p_cand[..., None]
     c, b, n10, n01 = pair_counts(cand, rng.random((*p_base.shape, r)) < p_base[..., None])
     return c, b, (n10, n01)
@@ -70,9 +68,9 @@ def adoption_rate(policy: str, n_tasks: int, r: int, alpha: float, delta: float,
     rng = np.random.default_rng(seed)
     if policy == COUPLED:
         p_base = draw_rates(n_tasks, sims, rng, model)
-        cand, base, pairs = _pairs(policy, np.clip(p_base + delta, 0.0, 1.0), p_base, r, rng)
+        cand, base, pairs = draw_pairs(np.clip(p_base + delta, 0.0, 1.0), p_base, r, rng)
     else:
-        (cand, base), pairs = draw_counts(n_tasks, r, delta, sims, rng, model), None
+        (cand, base), pairs = draw_counts(n_tasks, r, delta, sims, rng, model), None  # the stream as before
     adopted, _p = decide_many(cand, [r] * n_tasks, base, [r] * n_tasks, policy, alpha, pairs)
     return float(adopted.mean())
 
@@ -94,7 +92,7 @@ def family_adoption_rate(policy: str, n_tasks: int, r: int, alpha: float, size: 
         p_base = draw_rates(n_tasks, sims, rng, model)
         if policy == COUPLED:  # each candidate beside its own incumbent arm
             for _ in range(size):
-                c, b, pairs = _pairs(policy, p_base, p_base, r, rng)
+                c, b, pairs = draw_pairs(p_base, p_base, r, rng)
                 adopted |= decide_many(c, runs, b, runs, policy, alpha, pairs)[0]
             continue
         base = rng.binomial(r, p_base)

@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from scipy.stats import binom
 
 from .adoption_stats import check_policy, decide_counts, decide_many
-from .coupled import COUPLED, pair_counts
+from .coupled import COUPLED
 
 POWER = 0.8  # the power a grid should have at its stated gain, and against a perfect candidate
 DEFAULT_GAIN = 0.15
@@ -91,7 +91,9 @@ class _Engine:
             for t in self.bdims:
                 cells = rng.random((SIMS, self.nb[t])) < base.rates[t]
                 b[:, t] = cells.sum(axis=1)
-                self.b_cells[:, t, :] = cells[:, :r] if self.nb[t] >= r else np.pad(cells, ((0, 0), (0, r - self.nb[t])))
+                self.b_cells[:, t, :] = np.pad(cells, ((0, 0), (0, max(0, r - self.nb[t]))))[:, :r]
+            # pairs are the repetitions both grids have (validate.coupled.discordant)
+            self.paired = np.arange(r)[None, :] < np.asarray(self.nb)[:, None]
         self.b = b
 
     def prob(self, cand: Sequence[float] | None = None) -> float:
@@ -106,7 +108,9 @@ class _Engine:
         else:
             cells = self.u_cand < np.asarray(cand, dtype=float)[None, :, None]
         c = np.broadcast_to(cells, (SIMS, self.n, self.r)).sum(axis=2)
-        pairs = pair_counts(cells, self.b_cells)[2:] if self.policy == COUPLED else None
+        pairs = None
+        if self.policy == COUPLED:
+            pairs = (cells & ~self.b_cells & self.paired).sum(axis=2), (~cells & self.b_cells).sum(axis=2)
         return float(decide_many(c, [self.r] * self.n, self.b, self.nb, self.policy, self.alpha, pairs)[0].mean())
 
 
