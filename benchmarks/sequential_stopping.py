@@ -16,6 +16,9 @@ curtailment). Prints from one run:
    project's rule: the night controlled, validate.multiplicity), and the power of one +0.15 candidate at each level;
 4. the conclusions these figures support, and only those.
 
+``coupled`` decides on pairs; here its two arms are drawn independent (no agreement, as the figure every decision
+records): ``benchmarks/coupled_pairs.py`` sweeps the agreement and a load shift.
+
     python benchmarks/sequential_stopping.py [--tasks 20] [--r 4] [--sims 2000] [--seq-sims 100] [--seed 7]
                                              [--night-rounds 3]
 """

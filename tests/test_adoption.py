@@ -50,7 +50,7 @@ def test_curtailment_never_changes_the_decision():
     """Exhaustive over a small grid: whenever curtailment decides early, every completion agrees."""
     tasks = ["a", "b"]
     base = {"a": [True, False], "b": [False, False]}
-    for policy in ("paper", "paired", "stratified"):
+    for policy in ("paper", "paired", "stratified", "coupled"):
         for full_bits in itertools.product([True, False], repeat=4):
             full = {"a": list(full_bits[:2]), "b": list(full_bits[2:])}
             final = decide(full, base, tasks, 2, policy=policy).adopt

@@ -81,6 +81,27 @@ def test_interleaved_arms_run_side_by_side(tmp_path, server):
             assert c0 < i1 and i0 < c1, (t, k)
 
 
+def test_coupled_policy_decides_on_the_pairs_of_the_interleaved_arms(tmp_path, server):
+    """``policy = "coupled"`` through a real round: the decision is the exact test on the discordant pairs of the
+    candidate's evaluation and its own incumbent arm, cell (task, k) against cell (task, k)."""
+    from validate.coupled import coupled_p_many, discordant
+
+    exp = make_experiment(tmp_path / "runs", server.base_url, baseline="interleaved", heldout=[],
+                          adoption={"policy": "coupled", "night_rounds": 1})
+    report = run_round(exp, 1, [CandidateInput("verify", str(GOOD), Proposal.model_validate(GOOD_PROPOSAL))],
+                       checks=standin_checks())
+    (cand,) = report.candidates
+    d = cand.decision
+    rdir = exp.root / "rounds" / "r01" / "verify"
+    evaluation, _ = grid_of_job(rdir / "evaluation")
+    arm, _ = grid_of_job(rdir / "incumbent")
+    n10, n01 = discordant(evaluation, arm, DEV, 2)
+    assert d["policy"] == "coupled" and d["baseline"] == "interleaved"
+    assert f"discordant pairs) {sum(n10)} vs {sum(n01)}" in d["reason"]
+    assert d["p_value"] == coupled_p_many([n10], [n01])[0]
+    assert "cells independent" in d["false_adoption_basis"] and d["power"] is not None
+
+
 # ----------------------------------------------------------------------------------------------- busy corpus
 TURNS = 5  # replies before the one that does the work
 CPU_PER_REPLY = 0.6  # seconds of this thread's CPU time per reply: wall time grows with the machine's load

@@ -13,6 +13,9 @@ Policies (``validate.adoption_stats`` has the statistics, ``validate.adoption_si
   published; it adopts a no-better candidate about half the time).
 - ``paired``: a one-sided paired test over tasks (exact sign test on per-task pass-rate differences; ties are
   dropped) at level ``alpha``; adopt when p < alpha and the aggregate Pass@1 is above the baseline's.
+- ``coupled``: the grids are two interleaved arms, cell (task, k) of each a pair; an exact one-sided conditional
+  test on the discordant pairs stratified by task (``validate.coupled``); adopt when p <= alpha and the aggregate
+  Pass@1 is above the baseline's.
 
 Every decision states its policy and that policy's measured false-adoption rate at the grid's size
 (:func:`validate.adoption_sim.false_adoption_rate`), in its fields and at the end of its reason. A comparison that
@@ -20,9 +23,10 @@ is one of a family (a round's M candidates, a night's rounds: ``validate.multipl
 per-candidate level and records the measured per-round and per-night rates as well.
 
 Sequential early stopping (``curtail``): the evaluation may stop as soon as the remaining cells cannot change the
-decision of the complete grid (deterministic curtailment: the two extreme completions for ``paper`` and
-``paired``, which are monotone in each cell; p-value bounds over every completion for ``stratified``). It
-therefore never changes the decision, so its false-adoption rate equals the full grid's; it only saves trials.
+decision of the complete grid (deterministic curtailment: the two extreme completions for ``paper``, ``paired``
+and ``coupled``, which are monotone in each cell against a complete baseline; p-value bounds over every completion
+for ``stratified``). It therefore never changes the decision, so its false-adoption rate equals the full grid's; it
+only saves trials.
 Regressions of tasks that were stable passes in the baseline are always listed, whatever the decision.
 """
 
@@ -40,6 +44,7 @@ from .adoption_stats import (
     sign_test_p,
     stratified_p_range,
 )
+from .coupled import COUPLED, discordant
 from .multiplicity import Family, family_note, family_rates, single
 from .power import decision_power
 
@@ -119,7 +124,9 @@ def _decide_complete(candidate: Grid, baseline: Grid, tasks: list[str], policy: 
                      alpha: float) -> tuple[bool, float | None]:
     c, nc = _counts(candidate, tasks)
     b, nb = _counts(baseline, tasks)
-    return decide_counts(c, nc, b, nb, policy, alpha)
+    # every pair both arms ran: a cell k of one arm with the same k in the other
+    pairs = discordant(candidate, baseline, tasks, max(nc, default=0)) if policy == COUPLED else None
+    return decide_counts(c, nc, b, nb, policy, alpha, pairs)
 
 
 def _curtailed(candidate: Grid, baseline: Grid, tasks: list[str], r: int, policy: str,
@@ -142,7 +149,8 @@ def _curtailed(candidate: Grid, baseline: Grid, tasks: list[str], r: int, policy
         if most / total <= b1 or p_low > alpha:
             return False
         return None
-    outcomes = set()  # paper and paired are monotone in each cell: the two extreme completions bound the rest
+    # paper, paired and coupled are monotone in each cell: the two extreme completions bound the rest
+    outcomes = set()
     for fill in (True, False):
         filled = {t: [(o if o is not None else fill) for o in _pad(candidate.get(t, []), r)] for t in tasks}
         outcomes.add(_decide_complete(filled, baseline, tasks, policy, alpha)[0])
@@ -168,7 +176,7 @@ def decide(candidate: Grid, baseline: Grid, tasks: list[str], r: int, policy: Po
     d = _decide(candidate, baseline, tasks, r, policy, alpha, curtail)
     d.policy, d.alpha, d.n_tasks, d.r = policy, (None if policy == "paper" else alpha), len(tasks), r
     d.false_adoption = false_adoption_rate(policy, len(tasks), r, alpha)
-    d.false_adoption_basis = rate_basis(len(tasks), r)
+    d.false_adoption_basis = rate_basis(len(tasks), r, policy)
     if d.decided and power_gain is not None and not missing_cells(baseline, tasks, r):
         b, nb = _counts(baseline, tasks)
         d.power, d.detectable_gain, d.power_basis = decision_power(policy, alpha, r, tuple(b), tuple(nb), power_gain)
@@ -201,7 +209,11 @@ def _decide(candidate: Grid, baseline: Grid, tasks: list[str], r: int, policy: s
     if not missing:
         adopt, p = _decide_complete(candidate, baseline, tasks, policy, alpha)
         c1 = pass_at_1(candidate)
-        test = "sign-test" if policy == "paired" else "exact stratified"
+        test = {"paired": "sign-test", COUPLED: "exact conditional (discordant pairs)"}.get(policy,
+                                                                                         "exact stratified")
+        if policy == COUPLED:
+            n10, n01 = discordant(candidate, baseline, tasks, r)
+            test += f" {sum(n10)} vs {sum(n01)}"
         why = (f"{policy}: candidate Pass@1 {c1:.3f} vs baseline {b1:.3f}"
                + (f", {test} p={p:.4f} (alpha {alpha})" if p is not None else ""))
         return Decision(adopt, True, ("adopt — " if adopt else "reject — ") + why, c1, b1, p, regressions)

@@ -10,6 +10,10 @@ the rates are measured, not asserted.
 :func:`false_adoption_rate` is what every decision records and every report prints next to its policy: the
 adoption rate when the candidate is no better (delta = 0), the worse of the two task-rate models, from a fixed
 seed so that the same grid size always reports the same figure.
+
+``coupled`` decides on pairs, so its grids are drawn cell by cell (:func:`draw_pairs`) with the two arms
+independent: the recorded figure does not know the arms' agreement (``validate.coupled_sim`` sweeps it). A night's
+candidates each get their own incumbent arm, as interleaved arms are not shared.
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .adoption_stats import check_policy, decide_many
+from .adoption_stats import Pairs, check_policy, decide_many
+from .coupled import COUPLED, pair_counts
 
 TaskModel = Literal["beta", "half"]
 NULL_MODELS: tuple[TaskModel, ...] = ("beta", "half")
@@ -45,14 +50,28 @@ def draw_counts(n_tasks: int, r: int, delta: float, sims: int, rng: np.random.Ge
     return rng.binomial(r, p_cand), rng.binomial(r, p_base)
 
 
+def draw_pairs(p_cand: np.ndarray, p_base: np.ndarray, r: int,
+               rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, Pairs]:
+    """Candidate and baseline counts at the given (sims × tasks) rates and their discordant pairs, the two arms'
+    cells independent (the other policies draw counts, as they always have)."""
+    cand = rng.random((*p_cand.shape, r)) < p_cand[..., None]
+    c, b, n10, n01 = pair_counts(cand, rng.random((*p_base.shape, r)) < p_base[..., None])
+    return c, b, (n10, n01)
+
+
 def adoption_rate(policy: str, n_tasks: int, r: int, alpha: float, delta: float, sims: int, seed: int,
                   model: TaskModel = "beta") -> float:
     """The share of ``sims`` simulated complete grids that ``policy`` adopts."""
     check_policy(policy)
     if n_tasks < 1 or r < 1 or sims < 1:
         raise ValueError(f"adoption_rate: need n_tasks, r and sims >= 1 (got {n_tasks}, {r}, {sims})")
-    cand, base = draw_counts(n_tasks, r, delta, sims, np.random.default_rng(seed), model)
-    adopted, _p = decide_many(cand, [r] * n_tasks, base, [r] * n_tasks, policy, alpha)
+    rng = np.random.default_rng(seed)
+    if policy == COUPLED:
+        p_base = draw_rates(n_tasks, sims, rng, model)
+        cand, base, pairs = draw_pairs(np.clip(p_base + delta, 0.0, 1.0), p_base, r, rng)
+    else:
+        (cand, base), pairs = draw_counts(n_tasks, r, delta, sims, rng, model), None  # the stream as before
+    adopted, _p = decide_many(cand, [r] * n_tasks, base, [r] * n_tasks, policy, alpha, pairs)
     return float(adopted.mean())
 
 
@@ -71,6 +90,11 @@ def family_adoption_rate(policy: str, n_tasks: int, r: int, alpha: float, size: 
     adopted = np.zeros(sims, dtype=bool)
     for _ in range(rounds):
         p_base = draw_rates(n_tasks, sims, rng, model)
+        if policy == COUPLED:  # each candidate beside its own incumbent arm
+            for _ in range(size):
+                c, b, pairs = draw_pairs(p_base, p_base, r, rng)
+                adopted |= decide_many(c, runs, b, runs, policy, alpha, pairs)[0]
+            continue
         base = rng.binomial(r, p_base)
         for _ in range(size):
             adopted |= decide_many(rng.binomial(r, p_base), runs, base, runs, policy, alpha)[0]
@@ -84,10 +108,11 @@ def false_adoption_rate(policy: str, n_tasks: int, r: int, alpha: float = 0.05) 
     return max(adoption_rate(policy, n_tasks, r, alpha, 0.0, RATE_SIMS, RATE_SEED, m) for m in NULL_MODELS)
 
 
-def rate_basis(n_tasks: int, r: int) -> str:
+def rate_basis(n_tasks: int, r: int, policy: str = "") -> str:
     """How :func:`false_adoption_rate` was measured, for the record."""
     return (f"simulated: {RATE_SIMS} null grids of {n_tasks} tasks × r={r} per task model "
-            f"({'; '.join(MODEL_TEXT.values())}), seed {RATE_SEED}, the higher rate")
+            f"({'; '.join(MODEL_TEXT.values())}), seed {RATE_SEED}, the higher rate"
+            + ("; coupled: the arms' cells independent" if policy == COUPLED else ""))
 
 
 def policy_note(decision: dict[str, Any], policy: str, alpha: float, n_tasks: int, r: int) -> str:

@@ -1,7 +1,8 @@
 """The statistics behind adoption decisions, on per-task pass counts (no grids, no ledger).
 
 Each task contributes ``(c, nc, b, nb)``: the candidate passed ``c`` of its ``nc`` runs and the baseline ``b`` of
-``nb``. Three policies decide from those counts (``validate.adoption`` turns grids into counts and explains them):
+``nb``. Three policies decide from those counts, a fourth from the pairs as well (``validate.adoption`` turns
+grids into counts and explains them):
 
 - ``paper``: adopt when the candidate's aggregate Pass@1 is strictly above the baseline's (the method as published).
 - ``paired``: a one-sided exact sign test on the per-task pass-rate differences (ties dropped), p < alpha.
@@ -13,6 +14,9 @@ Each task contributes ``(c, nc, b, nb)``: the candidate passed ``c`` of its ``nc
   score test for a common additive gain), which also makes the null distribution much less lumpy than the plain
   count's. Adopt when p <= alpha and the aggregate Pass@1 is above the baseline's. Its size is at most alpha for
   any task pass rates; ``benchmarks/sequential_stopping.py`` measures size and power next to the others.
+- ``coupled``: interleaved arms form pairs (task, repetition); an exact one-sided conditional test on the
+  discordant pairs stratified by task (``validate.coupled``), p <= alpha and the aggregate Pass@1 above the
+  baseline's. It needs the per-task discordant counts (``pairs``) besides the pass counts.
 
 Curtailment (deciding before the grid is complete) needs, for each task, the range of final candidate counts.
 The weighted statistic is not monotone in a single cell (a pass moves the task's weight too), so instead of the two
@@ -30,8 +34,10 @@ from typing import Literal
 import numpy as np
 from scipy.stats import binom, hypergeom
 
-Policy = Literal["paper", "paired", "stratified"]
-POLICIES: tuple[str, ...] = ("paper", "paired", "stratified")
+from .coupled import COUPLED, coupled_p_many
+
+Policy = Literal["paper", "paired", "stratified", "coupled"]
+POLICIES: tuple[str, ...] = ("paper", "paired", "stratified", COUPLED)
 DEFAULT_POLICY: Policy = "stratified"
 
 # one task: candidate passes (lowest and highest still possible), candidate runs, baseline passes, baseline runs
@@ -154,11 +160,15 @@ def stratified_p_many(c: np.ndarray, nc: Sequence[int], b: np.ndarray, nb: Seque
     return np.minimum(p, 1.0)
 
 
+# per grid and task: the pairs only the candidate passed (n10), and only the baseline (n01)
+Pairs = tuple[np.ndarray, np.ndarray]
+
+
 def decide_many(c: np.ndarray, nc: Sequence[int], b: np.ndarray, nb: Sequence[int], policy: str,
-                alpha: float) -> tuple[np.ndarray, np.ndarray | None]:
+                alpha: float, pairs: Pairs | None = None) -> tuple[np.ndarray, np.ndarray | None]:
     """(adopt, p-values or None) of many complete grids of per-task counts, (grids × tasks) arrays, under
     ``policy``: the one decision rule that both :func:`validate.adoption.decide` and the simulations of
-    ``validate.adoption_sim`` run."""
+    ``validate.adoption_sim`` run. ``pairs`` (n10, n01), same shape: the discordant pairs ``coupled`` decides on."""
     check_policy(policy)
     c, b = np.asarray(c, dtype=int), np.asarray(b, dtype=int)
     nc_a, nb_a = np.asarray(nc, dtype=int), np.asarray(nb, dtype=int)
@@ -172,12 +182,19 @@ def decide_many(c: np.ndarray, nc: Sequence[int], b: np.ndarray, nb: Sequence[in
         diff = c[:, ok] / nc_a[ok] - b[:, ok] / nb_a[ok]
         p = np.array([sign_test_p(int(w), int(lo)) for w, lo in zip((diff > 0).sum(axis=1), (diff < 0).sum(axis=1))])
         return above & (p < alpha), p
+    if policy == COUPLED:
+        if pairs is None:
+            raise ValueError("the coupled policy decides on pairs: give the discordant counts (n10, n01)")
+        p = coupled_p_many(*pairs)
+        return above & (p <= alpha), p
     p = stratified_p_many(c, list(nc_a), b, list(nb_a))
     return above & (p <= alpha), p
 
 
 def decide_counts(c: Sequence[int], nc: Sequence[int], b: Sequence[int], nb: Sequence[int], policy: str,
-                  alpha: float) -> tuple[bool, float | None]:
-    """(adopt, p-value or None) of one complete grid's per-task counts: :func:`decide_many` on one grid."""
-    adopt, p = decide_many(np.asarray([c]), nc, np.asarray([b]), nb, policy, alpha)
+                  alpha: float, pairs: tuple[Sequence[int], Sequence[int]] | None = None) -> tuple[bool, float | None]:
+    """(adopt, p-value or None) of one complete grid's per-task counts (and discordant pairs, for ``coupled``):
+    :func:`decide_many` on one grid."""
+    many = None if pairs is None else (np.asarray([pairs[0]]), np.asarray([pairs[1]]))
+    adopt, p = decide_many(np.asarray([c]), nc, np.asarray([b]), nb, policy, alpha, many)
     return bool(adopt[0]), (None if p is None else float(p[0]))

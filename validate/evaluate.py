@@ -152,8 +152,9 @@ def _check_config(config: JobConfig, job_dir: Path) -> None:
 
 def decision_grid(results: Iterable[TrialResult], tasks: Iterable[str], r: int) -> Grid:
     """The grid in ``validate.adoption``'s shape: a cell not run yet is *absent*, a ⊥ cell is ``None``.
-    Repetitions are exchangeable for both policies (they count passes per task), so the cells that ran are
-    listed in repetition order without the holes a resumed grid can have."""
+    The count policies treat repetitions as exchangeable, so the cells that ran are listed in repetition order
+    without the holes a resumed grid can have; in a complete grid (the only kind ``coupled`` decides on) index k
+    is repetition k + 1, so both arms' cells at the same index form the pair (task, k + 1)."""
     by: dict[str, dict[int, bool | None]] = {t: {} for t in tasks}
     for res in results:
         if res.task_name in by and 1 <= res.repetition <= r:

@@ -19,7 +19,9 @@ Two ways the baseline enters (:class:`Baseline`):
   drawn, the reference corpus at the prior's rates, and a perfect candidate is adopted with some probability.
 
 Exact enumeration of every grid outcome where there are at most :data:`EXACT_LIMIT` of them, else a simulation of
-:data:`SIMS` grids from a fixed seed with common random numbers, so that power rises with the gain.
+:data:`SIMS` grids from a fixed seed with common random numbers, so that power rises with the gain. ``coupled``
+(which decides on pairs) is always simulated, with the arms' cells independent: before the arms' agreement is
+measured that is the figure to plan on (agreement only sharpens it, ``validate.coupled_sim``).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from scipy.stats import binom
 
 from .adoption_stats import check_policy, decide_counts, decide_many
+from .coupled import COUPLED
 
 POWER = 0.8  # the power a grid should have at its stated gain, and against a perfect candidate
 DEFAULT_GAIN = 0.15
@@ -66,7 +69,7 @@ class _Engine:
         self.cdims = [] if cand_fixed is not None else list(range(n))
         self.bdims = [] if base.counts is not None else [t for t in range(n) if 0 < base.rates[t] < 1]
         size = (r + 1) ** len(self.cdims) * int(np.prod([self.nb[t] + 1 for t in self.bdims]))
-        self.exact = size <= EXACT_LIMIT
+        self.exact = size <= EXACT_LIMIT and policy != COUPLED  # coupled decides on pairs: simulated
         self.outcomes = size if self.exact else SIMS
         rows = size if self.exact else SIMS
         b = np.tile(np.asarray(base.counts if base.counts is not None  # a rate of 0 or 1 fixes a drawn count
@@ -83,8 +86,14 @@ class _Engine:
         else:
             rng = np.random.default_rng(SEED)
             self.u_cand = rng.random((SIMS, n, r))
+            # the baseline's cells, for the pairs: a known count passes its first runs (order is no evidence)
+            self.b_cells = np.arange(r)[None, None, :] < b[:, :, None]
             for t in self.bdims:
-                b[:, t] = (rng.random((SIMS, self.nb[t])) < base.rates[t]).sum(axis=1)
+                cells = rng.random((SIMS, self.nb[t])) < base.rates[t]
+                b[:, t] = cells.sum(axis=1)
+                self.b_cells[:, t, :] = np.pad(cells, ((0, 0), (0, max(0, r - self.nb[t]))))[:, :r]
+            # pairs are the repetitions both grids have (validate.coupled.discordant)
+            self.paired = np.arange(r)[None, :] < np.asarray(self.nb)[:, None]
         self.b = b
 
     def prob(self, cand: Sequence[float] | None = None) -> float:
@@ -95,10 +104,14 @@ class _Engine:
                 w = w * binom.pmf(self.c[:, t], self.r, cand[t])
             return float(min(1.0, w.sum()))
         if self.fixed is not None:
-            c = np.tile(self.fixed, (SIMS, 1))
+            cells = np.arange(self.r)[None, None, :] < np.asarray(self.fixed)[None, :, None]
         else:
-            c = (self.u_cand < np.asarray(cand, dtype=float)[None, :, None]).sum(axis=2)
-        return float(decide_many(c, [self.r] * self.n, self.b, self.nb, self.policy, self.alpha)[0].mean())
+            cells = self.u_cand < np.asarray(cand, dtype=float)[None, :, None]
+        c = np.broadcast_to(cells, (SIMS, self.n, self.r)).sum(axis=2)
+        pairs = None
+        if self.policy == COUPLED:
+            pairs = (cells & ~self.b_cells & self.paired).sum(axis=2), (~cells & self.b_cells).sum(axis=2)
+        return float(decide_many(c, [self.r] * self.n, self.b, self.nb, self.policy, self.alpha, pairs)[0].mean())
 
 
 def gained(rates: Sequence[float], gain: float) -> list[float]:
@@ -248,8 +261,9 @@ def grid_power(tasks: Sequence[str], r: int, policy: str, alpha: float, base: Ba
                     perfect=curve.perfect, method=curve.method)
     if base.counts is not None:
         n = len(base.counts)
-        out.perfect_p = decide_counts([r] * n, [r] * n, list(base.counts), list(base.runs or (r,) * n), policy,
-                                      alpha)[1]
+        runs = list(base.runs or (r,) * n)  # a perfect candidate's pairs: every incumbent failure is one of its wins
+        pairs = ([min(r, m) - k for k, m in zip(base.counts, runs)], [0] * n) if policy == COUPLED else None
+        out.perfect_p = decide_counts([r] * n, [r] * n, list(base.counts), runs, policy, alpha, pairs)[1]
     if not out.adoptable:
         out.raise_r, out.raise_tasks = smallest_raise(base.rates, r, policy, alpha)
     return out

@@ -51,8 +51,9 @@ def parse_rate(value: object, where: str) -> float:
 
 class AdoptionPolicy(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    policy: Literal["paper", "paired", "stratified"] = Field(
-        default="stratified", description="stratified (exact test, the default), paired (sign test) or paper")
+    policy: Literal["paper", "paired", "stratified", "coupled"] = Field(
+        default="stratified", description="stratified (exact test, the default), coupled (exact test on the "
+        "discordant pairs of interleaved arms; needs baseline = interleaved), paired (sign test) or paper")
     alpha: float = Field(default=0.05, gt=0, lt=1, description="family-wise false-adoption level of one night: "
                          "split over its rounds, then over each round's candidates (docs/statistics.md)")
     night_rounds: int = Field(default=3, ge=1, description="rounds one night's alpha is split over (rounds 1..N "
@@ -83,6 +84,14 @@ class AdoptionPolicy(BaseModel):
     prior: dict[str, float] = Field(default_factory=dict, description="expected pass rate per development task "
                                     "(a rate or 'passes/runs'), for the power estimate before the reference corpus "
                                     "exists; tasks not named: 0.5")
+
+    @model_validator(mode="after")
+    def _pairs_need_interleaved_arms(self) -> AdoptionPolicy:
+        # a pair is one block run in both arms at once: against a corpus run earlier, cell k is no pair
+        if self.policy == "coupled" and self.baseline != "interleaved":
+            raise ValueError(f"adoption.policy 'coupled' decides on pairs of interleaved trials: it needs "
+                             f"adoption.baseline = 'interleaved' (got {self.baseline!r})")
+        return self
 
     @property
     def load_action(self) -> str:
