@@ -1,12 +1,26 @@
 #!/usr/bin/env bash
 # Set up (idempotent, cached) and run the whole test suite, including the tests that need the real parts:
 # tmux, bubblewrap, Docker and the bundled model. Extra arguments go to pytest (e.g. -m "not model").
+# Ends by printing how long the set-up and the tests took (issue 42: every CI run measures itself).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+t0=$(date +%s)
+t_setup=
+mmss() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
+report_times() {
+  local rc=$? now; now=$(date +%s)
+  if [ -z "$t_setup" ]; then
+    echo "[test.sh] set-up failed after $(mmss $((now - t0))) (exit $rc)"
+  else
+    echo "[test.sh] set-up $(mmss "$t_setup"), tests $(mmss $((now - t0 - t_setup))), total $(mmss $((now - t0))) (exit $rc)"
+  fi
+}
+trap report_times EXIT
 bash scripts/setup.sh
+t_setup=$(( $(date +%s) - t0 ))
 # In CI a missing part is a failure, not a skip: the parts were just set up.
 export RISE_REQUIRE_PARTS="${RISE_REQUIRE_PARTS:-${CI:-0}}"
 # Two test processes (pytest-xdist): most tests wait on sandboxes, subprocesses and scripted servers rather than
 # compute, so two at a time finish sooner on two cores. The tests of one heavy shared part (the bundled model,
 # Docker, Ray) stay together on one worker (tests/conftest.py). RISE_TEST_WORKERS=0 runs all in this process.
-python3 -m pytest -q -rs --durations=15 -n "${RISE_TEST_WORKERS:-2}" --dist loadgroup "$@"
+python3 -m pytest -q -rs --durations=30 -n "${RISE_TEST_WORKERS:-2}" --dist loadgroup "$@"

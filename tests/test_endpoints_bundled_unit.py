@@ -78,3 +78,12 @@ def test_first_prompt_head_is_what_every_first_prompt_starts_with():
                              refine_context=None, max_duration=60.0)
     assert first.startswith(head) and len(head) > 2000
     assert task.instruction.strip()[:40] in first[len(head):len(head) + 200]
+
+
+def test_build_progress_reads_make_and_ninja_lines():
+    from trials.endpoints.bundled import _percent
+
+    assert _percent(b"[ 41%] Building CXX object src/CMakeFiles/llama.dir/llama.cpp.o\n") == 41
+    assert _percent(b"[57/139] Building CXX object tools/mtmd/CMakeFiles/mtmd.dir/clip.cpp.o\n") == 41
+    assert _percent(b"[139/139] Linking CXX executable bin/llama-server\n") == 100
+    assert _percent(b"-- Configuring done\n") is None and _percent(b"[0/0] nothing\n") is None

