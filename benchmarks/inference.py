@@ -266,6 +266,8 @@ def run_trials(args: argparse.Namespace) -> None:
         servers.append(srv)
         roots[arm] = f"http://127.0.0.1:{port}/v1"
     rows: dict[str, list[tuple[float, float | None]]] = {"today": [], "changed": []}
+    passed: dict[str, list[bool]] = {"today": [], "changed": []}
+    calls: dict[str, list[int]] = {"today": [], "changed": []}
     try:
         for rep in range(args.trials):
             for arm in (["today", "changed"] if rep % 2 == 0 else ["changed", "today"]):
@@ -281,6 +283,8 @@ def run_trials(args: argparse.Namespace) -> None:
                     first = next((s["metrics"].get("latency_sec") for s in steps_of(result.parent)
                                   if s.get("source") == "agent" and s.get("metrics")), None)
                     rows[arm].append(((data.get("durations") or {}).get("total", 0.0), first))
+                    passed[arm].append(data.get("status") == "passed")
+                    calls[arm].append(int((data.get("inference") or {}).get("calls") or 0))
                 print(f"  rep {rep + 1} {arm}: {len(rows[arm])} trials so far (load {before} → {load()})", flush=True)
     finally:
         for srv in servers:
@@ -291,6 +295,11 @@ def run_trials(args: argparse.Namespace) -> None:
           f"{med['changed'][0] / max(med['today'][0], 1e-9):.2f}x (target <= 0.7x)")
     print(f"first call today {med['today'][1]:.1f} s, changed {med['changed'][1]:.1f} s: "
           f"{med['changed'][1] / max(med['today'][1], 1e-9):.2f}x (target <= 0.3x)")
+    per = {a: statistics.mean(c or [0]) for a, c in calls.items()}
+    print(f"model calls per trial today {per['today']:.2f}, changed {per['changed']:.2f}: "
+          f"{per['changed'] / max(per['today'], 1e-9):.2f}x (where trials end on the timeout: target >= 1.5x)")
+    for arm in ("today", "changed"):
+        print(f"pass rate {arm}: {sum(passed[arm])}/{len(passed[arm])}")
 
 
 def main() -> None:
