@@ -20,6 +20,9 @@ from evolve.experiment.store import init_experiment
 from evolve.views.night import chromium
 from rise.cli import app
 from tests.test_report_support import DEV, HELDOUT, R, build_experiment, make_seed, write_job
+from trials.endpoints.timings import InferenceSummary
+from trials.load import MachineLoad
+from trials.results import PhaseDurations, TrialResult
 
 runner = CliRunner()
 FILES = {"README.md", "config.toml", "ledger.jsonl", "trials.csv", "decisions.md", "decisions.json", "power.md",
@@ -162,6 +165,12 @@ def test_record_of_a_night_in_progress(tmp_path):
         exp.ledger.append(TrialDone(key=f"{c0}:reference:{task}:{k}", commit=c0, purpose="reference", task=task,
                                     rep=k, status="passed" if (task, k) == ("alpha", 1) else "failed",
                                     trial_dir=os.path.relpath(job / f"{task}__r{k}", exp.root)))
+    measured = TrialResult.load(job / "alpha__r1" / "result.json").model_copy(update={
+        "reward": 1.0, "episodes": 7, "started_at": "2026-12-06T01:00:00+00:00",
+        "finished_at": "2026-12-06T01:02:00+00:00", "durations": PhaseDurations(agent=100.0, total=120.0),
+        "machine_load": MachineLoad(cpus=2, loadavg_end=[3.0, 2.0, 1.0], busy=0.9),
+        "inference": InferenceSummary(calls=5, decode_sec=10.0, split_predicted_n=200, split_calls=5)})
+    measured.write(job / "alpha__r1")
     (job / "beta__r2.attempt-1" / "agent").mkdir(parents=True)  # what a kill left of the cell in flight
     cut = exp.root / "rounds" / "r01" / "analysis" / "transcripts" / "analyst-20261206T010203-abc123.jsonl"
     cut.parent.mkdir(parents=True)
@@ -175,6 +184,12 @@ def test_record_of_a_night_in_progress(tmp_path):
     assert len(rows) == _grid_cells(exp.root) == 3
     assert {(r["task"], r["repetition"], r["status"], r["version"]) for r in rows} == {
         ("alpha", "1", "passed", "v0"), ("alpha", "2", "failed", "v0"), ("beta", "1", "failed", "v0")}
+    alpha1 = next(r for r in rows if (r["task"], r["repetition"]) == ("alpha", "1"))
+    assert {k: alpha1[k] for k in ("reward", "episodes", "agent_s", "total_s", "started_at", "load_per_cpu", "busy",
+                                   "model_calls", "decode_tok_s", "arm")} == {
+        "reward": "1.0", "episodes": "7", "agent_s": "100.0", "total_s": "120.0",
+        "started_at": "2026-12-06T01:00:00+00:00", "load_per_cpu": "1.5", "busy": "0.9", "model_calls": "5",
+        "decode_tok_s": "20.0", "arm": "reference"}
     assert json.loads((out / "decisions.json").read_text()) == []
     assert "No decision booked yet." in (out / "decisions.md").read_text()
     assert "No round started yet." in (out / "morning.md").read_text()
@@ -183,7 +198,7 @@ def test_record_of_a_night_in_progress(tmp_path):
     assert "versions/v0/reference/beta__r2.attempt-1" in resumes
     assert "role call cut off (no end line): rounds/r01/analysis/transcripts/analyst-20261206T010203" in resumes
     assert "grid versions/v0/reference: 3 of 4 trials done, 1 left" in resumes
-    assert "| before r01 | reference |" in (out / "stages.md").read_text()
+    assert "| before r01 | reference | 2026-12-06T01:00:00 |" in (out / "stages.md").read_text()  # alpha#1's start
     readme = (out / "README.md").read_text()
     assert _stated_total(readme) == sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
 
