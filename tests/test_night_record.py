@@ -6,6 +6,7 @@ screenshot test runs where Chromium is on PATH."""
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import json
 import os
 import re
@@ -165,16 +166,21 @@ def test_record_of_a_night_in_progress(tmp_path):
         exp.ledger.append(TrialDone(key=f"{c0}:reference:{task}:{k}", commit=c0, purpose="reference", task=task,
                                     rep=k, status="passed" if (task, k) == ("alpha", 1) else "failed",
                                     trial_dir=os.path.relpath(job / f"{task}__r{k}", exp.root)))
+    t0 = dt.datetime.now(dt.UTC).replace(microsecond=0) - dt.timedelta(hours=3)  # a stretch before this one
     measured = TrialResult.load(job / "alpha__r1" / "result.json").model_copy(update={
-        "reward": 1.0, "episodes": 7, "started_at": "2026-12-06T01:00:00+00:00",
-        "finished_at": "2026-12-06T01:02:00+00:00", "durations": PhaseDurations(agent=100.0, total=120.0),
+        "reward": 1.0, "episodes": 7, "started_at": t0.isoformat(),
+        "finished_at": (t0 + dt.timedelta(minutes=2)).isoformat(), "durations": PhaseDurations(agent=100.0, total=120.0),
         "machine_load": MachineLoad(cpus=2, loadavg_end=[3.0, 2.0, 1.0], busy=0.9),
         "inference": InferenceSummary(calls=5, decode_sec=10.0, split_predicted_n=200, split_calls=5)})
     measured.write(job / "alpha__r1")
-    (job / "beta__r2.attempt-1" / "agent").mkdir(parents=True)  # what a kill left of the cell in flight
-    cut = exp.root / "rounds" / "r01" / "analysis" / "transcripts" / "analyst-20261206T010203-abc123.jsonl"
+    moved = job / "beta__r2.attempt-1"  # what a kill left of the cell in flight, last written a minute in
+    (moved / "agent").mkdir(parents=True)
+    os.utime(moved, (t0.timestamp() + 60, t0.timestamp() + 60))
+    call = f"analyst-{(t0 + dt.timedelta(seconds=123)):%Y%m%dT%H%M%S}-abc123.jsonl"  # started as the trial ended
+    cut = exp.root / "rounds" / "r01" / "analysis" / "transcripts" / call
     cut.parent.mkdir(parents=True)
-    cut.write_text(json.dumps({"seq": 1, "t": 0, "kind": "start", "role": "analyst", "inputs": {}}) + "\n")
+    cut.write_text("".join(json.dumps({"seq": n, "t": t, "kind": k, "role": "analyst"}) + "\n"
+                           for n, (t, k) in enumerate([(0, "start"), (30.5, "message")], 1)))
     before = _snapshot(exp.root)
 
     out = tmp_path / "record"
@@ -188,17 +194,23 @@ def test_record_of_a_night_in_progress(tmp_path):
     assert {k: alpha1[k] for k in ("reward", "episodes", "agent_s", "total_s", "started_at", "load_per_cpu", "busy",
                                    "model_calls", "decode_tok_s", "arm")} == {
         "reward": "1.0", "episodes": "7", "agent_s": "100.0", "total_s": "120.0",
-        "started_at": "2026-12-06T01:00:00+00:00", "load_per_cpu": "1.5", "busy": "0.9", "model_calls": "5",
+        "started_at": t0.isoformat(), "load_per_cpu": "1.5", "busy": "0.9", "model_calls": "5",
         "decode_tok_s": "20.0", "arm": "reference"}
     assert json.loads((out / "decisions.json").read_text()) == []
     assert "No decision booked yet." in (out / "decisions.md").read_text()
     assert "No round started yet." in (out / "morning.md").read_text()
     assert "the prior's" in (out / "power.md").read_text()
     resumes = (out / "resumes.md").read_text()
-    assert "versions/v0/reference/beta__r2.attempt-1" in resumes
-    assert "role call cut off (no end line): rounds/r01/analysis/transcripts/analyst-20261206T010203" in resumes
+    assert "trial attempt moved aside before its rerun: versions/v0/reference/beta__r2.attempt-1" in resumes
+    assert f"role call cut off (no end line): rounds/r01/analysis/transcripts/{call}" in resumes
+    first = (f"- stretch 1: {t0:%Y-%m-%dT%H:%M:%S} → {t0 + dt.timedelta(seconds=153.5):%Y-%m-%dT%H:%M:%S} UTC "
+             f"(0.04 h): 1 trials finished, 1 role calls, 0 ledger events; cut off at its end: role call {call}, "
+             "trial attempt reference/beta__r2.attempt-1")
+    assert first in resumes and "- 2 stretch(es), 1 resume(s)" in resumes
+    assert re.search(r"- resumed after 2\.9\d h in which nothing ran\n- stretch 2: .*: 0 trials finished, 0 role "
+                     r"calls, 3 ledger events\n", resumes)
     assert "grid versions/v0/reference: 3 of 4 trials done, 1 left" in resumes
-    assert "| before r01 | reference | 2026-12-06T01:00:00 |" in (out / "stages.md").read_text()  # alpha#1's start
+    assert f"| before r01 | reference | {t0:%Y-%m-%dT%H:%M:%S} |" in (out / "stages.md").read_text()  # alpha#1
     readme = (out / "README.md").read_text()
     assert _stated_total(readme) == sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
 

@@ -2,13 +2,15 @@
 experiment's store at every stop of the main job (each run rewrites it with the state of that moment).
 
 Every file comes from the view that the matching command uses, never recomputed here: ``status.txt``
-(:func:`evolve.views.status.print_status`), ``show/<version or candidate>.txt`` (:func:`evolve.views.show.show_text`),
+(:func:`evolve.views.status.print_status`), ``show/<version or candidate>.txt``
+(:func:`evolve.views.show.show_text`),
 ``audit.txt`` (:func:`evolve.experiment.audit.audit`), ``report.html`` and the morning page ``morning.md``
 (:func:`evolve.views.report.build_report`, :mod:`evolve.views.morning`), the power lines
 (:func:`evolve.round.power.experiment_power`, :mod:`evolve.views.power`), the time split per grid
-(:mod:`evolve.views.timing`), where the night stands (:mod:`evolve.views.resume`); the tables of trials, stages,
-decisions and stops are :mod:`evolve.views.night_tables`. ``report.png`` is the report in headless Chromium when
-one is on PATH. The experiment is only read; the record may not be written inside it.
+(:mod:`evolve.views.timing`), where the night stands (:mod:`evolve.views.resume`); the tables of trials, stages
+and decisions are :mod:`evolve.views.night_tables`, the stops and resumes :mod:`evolve.views.stretches`.
+``report.png`` is the report in headless Chromium when one is on PATH. The experiment is only read; the record may
+not be written inside it.
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ WHAT = {
     "decisions.json": "the same, as booked (the decision's whole record)",
     "power.md": "the power line as the grid stands, and each round's booked power (measured and the prior's)",
     "stages.md": "time per stage (start, end, units) from the ledger; per grid, where its trials' time went",
-    "resumes.md": "where the night stands, the stops the loop booked, what kills cut off, the ledger's pauses",
+    "resumes.md": "where the night stands, its stretches of work and the stops between them, the stops the loop "
+                  "booked, what kills cut off",
     "status.txt": "`rise status`", "audit.txt": "`rise audit`", "morning.md": "the morning page",
     "report.html": "`rise report` (one static page)", "report.png": "a screenshot of the report",
 }
@@ -100,18 +103,19 @@ def _stages_lines(exp: Experiment, report) -> list[str]:
     return out if report.time else [*out, "No grid has results yet."]
 
 
-def _resumes_lines(exp: Experiment, audit) -> list[str]:
+def _resumes_lines(exp: Experiment, audit, trials: list[dict]) -> list[str]:
     from evolve.views.resume import render_summary, resume_summary
+    from evolve.views.stretches import stop_lines
 
     return ["# Stops and resumes", "", "## Where the night stands", "", "```",
-            *render_summary(resume_summary(exp)), "```", "", *tables.stop_lines(exp, audit)]
+            *render_summary(resume_summary(exp)), "```", "", *stop_lines(exp, trials, audit)]
 
 
-def _trials_csv(exp: Experiment) -> str:
+def _trials_csv(rows: list[dict]) -> str:
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=tables.TRIAL_FIELDS, lineterminator="\n")
     writer.writeheader()
-    writer.writerows(tables.trial_rows(exp))
+    writer.writerows(rows)
     return buf.getvalue()
 
 
@@ -150,15 +154,16 @@ def _files(exp: Experiment) -> tuple[dict[str, str | bytes], object]:
 
     report = build_report(exp)
     checked = audit(exp)
+    trials = tables.trial_rows(exp)
     files: dict[str, str | bytes] = {
         "config.toml": exp.config_path.read_bytes(),
         "ledger.jsonl": exp.ledger.path.read_bytes() if exp.ledger.path.is_file() else b"",
-        "trials.csv": _trials_csv(exp),
+        "trials.csv": _trials_csv(trials),
         "decisions.md": "\n".join(tables.decision_lines(records := tables.decision_records(exp))),
         "decisions.json": json.dumps(records, indent=1, default=str) + "\n",
         "power.md": "\n".join(_power_lines(exp, report)) + "\n",
         "stages.md": "\n".join(_stages_lines(exp, report)) + "\n",
-        "resumes.md": "\n".join(_resumes_lines(exp, checked)) + "\n",
+        "resumes.md": "\n".join(_resumes_lines(exp, checked, trials)) + "\n",
         "status.txt": _status_text(exp),
         "audit.txt": "\n".join(checked.lines()) + "\n",
         "morning.md": _render("morning.md.j2", name=exp.config.name, rounds=report.morning),

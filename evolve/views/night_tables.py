@@ -1,6 +1,6 @@
-"""The tables of a night's compact record (:mod:`evolve.views.night`): one row per trial, the time per stage, each
-decision with its numbers, and the stops and resumes, all read from the ledger and the experiment's folders
-(reads only).
+"""The tables of a night's compact record (:mod:`evolve.views.night`): one row per trial, the time per stage and
+each decision with its numbers, read from the ledger and the experiment's folders (reads only; the stops and
+resumes are :mod:`evolve.views.stretches`).
 
 - **Trials**: every cell of every grid folder (:func:`evolve.views.resume.grids`), read by
   :func:`trials.job.load_job`; its arm, version and commit from the ledger's ``trial_done`` event that booked it
@@ -8,20 +8,15 @@ decision with its numbers, and the stops and resumes, all read from the ledger a
 - **Stages**: the ledger's events by round and stage (:data:`evolve.views.resume.STAGE_OF`; a trial or an
   evaluation: its purpose). An event is booked when its unit ends; the unit's start is the trial's
   ``started_at`` (``result.json``) or the event's time less its role call's seconds; other units are instants.
-- **Stops and resumes**: the ledger books the loop's own stops (``evolve_stop``); a kill leaves no event, only what
-  it cut off (attempts moved aside, role calls without an end: :func:`evolve.experiment.audit.audit`) and a
-  pause in the ledger. Pauses longer than :data:`PAUSE_S` are listed as what they are.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from evolve.experiment.audit import Audit
 from evolve.experiment.identity import candidate_of_commits, is_final
 from evolve.experiment.store import Experiment
 from evolve.views.power import trials_saved
@@ -29,7 +24,6 @@ from evolve.views.resume import STAGE_OF, grids
 from evolve.views.show import decision_policy, load_grid, locate_evaluation
 from trials.results import TrialResult
 
-PAUSE_S = 1800  # a pause in the ledger this long is listed (a stop, or one unit that ran this long)
 TRIAL_FIELDS = ["grid", "arm", "version", "commit", "task", "repetition", "status", "failure_class", "infra_cause",
                 "reward", "episodes", "agent_s", "total_s", "started_at", "finished_at", "load_per_cpu", "busy",
                 "steal", "model_calls", "prefill_tok_s", "decode_tok_s", "cache_hit_ratio", "tokens_in",
@@ -102,28 +96,28 @@ class StageRow:
 
     @property
     def span_s(self) -> float:
-        return max(0.0, _ts(self.end) - _ts(self.start))
+        return max(0.0, ts_of(self.end) - ts_of(self.start))
 
 
-def _ts(text: str | None) -> float:
+def ts_of(text: str | None) -> float:
     try:
         return datetime.fromisoformat(text).timestamp() if text else 0.0
     except ValueError:
         return 0.0
 
 
-def _iso(seconds: float) -> str:
+def iso(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="seconds")
 
 
 def _span(exp: Experiment, e: Any) -> tuple[float, float]:
     """When the unit an event books started and ended (see the module docstring)."""
-    end = _ts(e.ts)
+    end = ts_of(e.ts)
     if e.kind == "trial_done":
         try:
             res = TrialResult.load(exp.root / e.trial_dir / "result.json")
             if res.started_at and res.finished_at:
-                return _ts(res.started_at), _ts(res.finished_at)
+                return ts_of(res.started_at), ts_of(res.finished_at)
         except (OSError, ValueError):
             pass
     seconds = (getattr(e, "role_call", None) or {}).get("seconds")
@@ -143,8 +137,8 @@ def stage_rows(exp: Experiment) -> list[StageRow]:
         start, end = _span(exp, e)
         row = rows.get((label, stage))
         if row is None:
-            row = rows[(label, stage)] = StageRow(label, stage, _iso(start), _iso(end))
-        row.start, row.end = _iso(min(start, _ts(row.start))), _iso(max(end, _ts(row.end)))
+            row = rows[(label, stage)] = StageRow(label, stage, iso(start), iso(end))
+        row.start, row.end = iso(min(start, ts_of(row.start))), iso(max(end, ts_of(row.end)))
         row.units += 1
         row.unit_s += end - start
         if e.kind == "round_end":
@@ -198,29 +192,3 @@ def decision_lines(records: list[dict[str, Any]]) -> list[str]:
         out += [f"- {line}" for line in arm_lines(numbers.get("control_arm")) + load_lines(numbers.get("load"))]
         out.append("")
     return out
-
-
-# ------------------------------------------------------------------------------------------ stops, resumes
-def pauses(exp: Experiment, at_least: float = PAUSE_S) -> list[tuple[str, str, float]]:
-    """(last event before, first event after, seconds) for each pause in the ledger of ``at_least`` seconds."""
-    events = exp.ledger.events
-    return [(a.ts, b.ts, gap) for a, b in pairwise(events)
-            if (gap := _ts(b.ts) - _ts(a.ts)) >= at_least]
-
-
-def stop_lines(exp: Experiment, audit: Audit) -> list[str]:
-    """The stops the ledger booked, what kills cut off, and the ledger's pauses, as Markdown list lines."""
-    out = ["## Stops the loop booked (evolve_stop)", ""]
-    stops = exp.ledger.find("evolve_stop")
-    out += [f"- {e.ts[:19]} UTC, round {e.round}: {e.reason}" + ("" if e.final else " (not final: --resume goes on)")
-            for e in stops] or ["- none"]
-    out += ["", "## What kills cut off (they leave no event)", ""]
-    out += [f"- attempt moved aside before its rerun: {p.relative_to(exp.root)} ({_iso(p.stat().st_mtime)})"
-            for p in audit.moved]
-    out += [f"- role call cut off (no end line): {p.relative_to(exp.root)}" for p in audit.interrupted]
-    if not audit.moved and not audit.interrupted:
-        out.append("- nothing: no attempt moved aside, no role call without its end")
-    title = f"## Pauses in the ledger of {PAUSE_S // 60} min or more (a stop and its resume, or one unit that long)"
-    out += ["", title, ""]
-    out += [f"- {a[:19]} → {b[:19]} UTC: {gap / 3600:.2f} h without an event" for a, b, gap in pauses(exp)]
-    return out if out[-1].startswith("- ") else [*out, "- none"]
