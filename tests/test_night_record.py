@@ -19,6 +19,7 @@ from evolve.experiment.config import ExperimentConfig
 from evolve.experiment.ledger import TrialDone
 from evolve.experiment.store import init_experiment
 from evolve.views.night import chromium
+from evolve.views.night_tables import TRIAL_FIELDS
 from rise.cli import app
 from tests.test_report_support import DEV, HELDOUT, R, build_experiment, make_seed, write_job
 from trials.endpoints.timings import InferenceSummary
@@ -224,3 +225,17 @@ def test_record_screenshots_the_report(exp, tmp_path):
     readme = (out / "README.md").read_text()
     assert f"| [report.png](report.png) | {len(png):,} |" in readme and "the report's first 7200 px" in readme
     assert _stated_total(readme) == sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
+
+
+def test_record_of_an_experiment_just_made(tmp_path):
+    cfg = ExperimentConfig.model_validate({
+        "name": "new", "endpoint": {"base_url": "http://127.0.0.1:9/v1", "model": "scripted-model"},
+        "tasks": {"dir": "tasks", "development": DEV, "heldout": HELDOUT}, "r": R})
+    exp = init_experiment("new", cfg, runs_dir=tmp_path / "runs", seed_dir=make_seed(tmp_path))
+    out = tmp_path / "record"
+    _record(exp, out, "--no-screenshot")
+    assert (out / "trials.csv").read_text().splitlines() == [",".join(TRIAL_FIELDS)]
+    assert "No event booked yet." in (out / "stages.md").read_text()
+    assert "nothing recorded yet" in (out / "resumes.md").read_text() and "- nothing ran yet" in (
+        out / "resumes.md").read_text()
+    assert (out / "ledger.jsonl").read_bytes() == b"" and "No round started yet." in (out / "morning.md").read_text()

@@ -95,8 +95,10 @@ def _stages_lines(exp: Experiment, report) -> list[str]:
            "call's its seconds before the event). Times UTC.")
     out = ["# Time per stage", "", how, "",
            "| round | stage | start | end | span | units | unit time |", "|---|---|---|---|---|---|---|"]
+    rows = tables.stage_rows(exp)
     out += [f"| {s.round} | {s.stage} | {s.start[:19]} | {s.end[:19]} | {s.span_s / 60:.1f} min | {s.units} | "
-            f"{s.unit_s / 60:.1f} min |" for s in tables.stage_rows(exp)]
+            f"{s.unit_s / 60:.1f} min |" for s in rows]
+    out = out if rows else [*out[:-2], "No event booked yet."]
     out += ["", "# Time per grid", ""]
     for row in report.time:
         out += [f"## {row.label}", "", "```", render_split(row.split, row.load), "```", ""]
@@ -159,7 +161,7 @@ def _files(exp: Experiment) -> tuple[dict[str, str | bytes], object]:
         "config.toml": exp.config_path.read_bytes(),
         "ledger.jsonl": exp.ledger.path.read_bytes() if exp.ledger.path.is_file() else b"",
         "trials.csv": _trials_csv(trials),
-        "decisions.md": "\n".join(tables.decision_lines(records := tables.decision_records(exp))),
+        "decisions.md": "\n".join(tables.decision_lines(records := tables.decision_records(exp))).rstrip() + "\n",
         "decisions.json": json.dumps(records, indent=1, default=str) + "\n",
         "power.md": "\n".join(_power_lines(exp, report)) + "\n",
         "stages.md": "\n".join(_stages_lines(exp, report)) + "\n",
