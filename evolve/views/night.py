@@ -28,8 +28,10 @@ from pathlib import Path
 import jinja2
 from rich.console import Console
 
+from evolve.experiment.audit import Audit, audit
 from evolve.experiment.store import Experiment
 from evolve.views import night_tables as tables
+from evolve.views.report import Report, build_report, render_report
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 WINDOW = "1280,7200"  # the screenshot's size: the report's first 7200 px at 1280 wide
@@ -69,7 +71,7 @@ def _status_text(exp: Experiment) -> str:
     return buf.getvalue()
 
 
-def _show_texts(exp: Experiment, report) -> dict[str, str]:
+def _show_texts(exp: Experiment, report: Report) -> dict[str, str]:
     """``rise show`` of each adopted version and of each candidate not adopted (an adopted one is its version)."""
     from evolve.views.show import show_text, version_view
 
@@ -77,7 +79,7 @@ def _show_texts(exp: Experiment, report) -> dict[str, str]:
     return {f"show/{v.label.replace('/', '-')}.txt": show_text(exp, v) for v in views}
 
 
-def _power_lines(exp: Experiment, report) -> list[str]:
+def _power_lines(exp: Experiment, report: Report) -> list[str]:
     from evolve.round.power import experiment_power
 
     out = ["# Power", "", "As the grid stands now (the line `rise evolve` prints before its first round):", "",
@@ -88,7 +90,7 @@ def _power_lines(exp: Experiment, report) -> list[str]:
     return out
 
 
-def _stages_lines(exp: Experiment, report) -> list[str]:
+def _stages_lines(exp: Experiment, report: Report) -> list[str]:
     from trials.time_split import render_split
 
     how = ("From the ledger (an event is booked when its unit ends; a trial's start is its `started_at`, a role "
@@ -105,12 +107,12 @@ def _stages_lines(exp: Experiment, report) -> list[str]:
     return out if report.time else [*out, "No grid has results yet."]
 
 
-def _resumes_lines(exp: Experiment, audit, trials: list[dict]) -> list[str]:
+def _resumes_lines(exp: Experiment, checked: Audit, trials: list[dict]) -> list[str]:
     from evolve.views.resume import render_summary, resume_summary
     from evolve.views.stretches import stop_lines
 
     return ["# Stops and resumes", "", "## Where the night stands", "", "```",
-            *render_summary(resume_summary(exp)), "```", "", *stop_lines(exp, trials, audit)]
+            *render_summary(resume_summary(exp)), "```", "", *stop_lines(exp, trials, checked)]
 
 
 def _trials_csv(rows: list[dict]) -> str:
@@ -150,10 +152,8 @@ def screenshot(page: Path, png: Path, browser: str | None) -> str:
     return f"`report.png`, the report's first {WINDOW.split(',')[1]} px at {WINDOW.split(',')[0]} wide ({browser})"
 
 
-def _files(exp: Experiment) -> tuple[dict[str, str | bytes], object]:
-    from evolve.experiment.audit import audit
-    from evolve.views.report import build_report, render_report
-
+def _files(exp: Experiment) -> dict[str, str | bytes]:
+    """Every file of the record but the screenshot and the index, by its name in the record."""
     report = build_report(exp)
     checked = audit(exp)
     trials = tables.trial_rows(exp)
@@ -172,7 +172,7 @@ def _files(exp: Experiment) -> tuple[dict[str, str | bytes], object]:
         "report.html": render_report(report),
         **_show_texts(exp, report),
     }
-    return files, report
+    return files
 
 
 def write_record(exp: Experiment, out: Path, take_screenshot: bool = True) -> NightRecord:
@@ -181,7 +181,7 @@ def write_record(exp: Experiment, out: Path, take_screenshot: bool = True) -> Ni
     out = Path(out).absolute()
     if out.resolve().is_relative_to(exp.root.resolve()):
         raise ValueError(f"{out}: the record may not be written inside the experiment {exp.root}")
-    files, _ = _files(exp)
+    files = _files(exp)
     out.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(out / "show", ignore_errors=True)  # versions and candidates as they are now
     rec = NightRecord(out)
