@@ -34,6 +34,8 @@ class Audit:
     trials: int = 0
     infra_attempts: int = 0
     moved_aside: int = 0  # attempts cut off by a kill (or ⊥), renamed <trial>.attempt-N before their rerun
+    moved: list[Path] = field(default_factory=list)  # those attempts' folders
+    interrupted: list[Path] = field(default_factory=list)  # transcripts of role calls a kill cut off (no end line)
     calls: Counter = field(default_factory=Counter)  # (role, status) -> count; status ok, a failure kind, interrupted
     repairs: Counter = field(default_factory=Counter)  # booked repairs: stage -> count, "unchanged" -> count
     repair_calls: Counter = field(default_factory=Counter)  # the implementer's repair calls: status -> count
@@ -91,7 +93,8 @@ def _audit_trials(exp: Experiment, a: Audit) -> None:
         if finished and tdir.resolve() not in booked:
             a.problems.append(f"trial folder {rel} finished but never booked")
     # a cut-off attempt may hold no result at all, so attempts are counted by name beside their trials
-    a.moved_aside = sum(1 for job in jobs for d in job.glob("*.attempt-*") if d.is_dir())
+    a.moved = sorted(d for job in jobs for d in job.glob("*.attempt-*") if d.is_dir())
+    a.moved_aside = len(a.moved)
 
 
 def _booked_transcripts(exp: Experiment) -> set[str]:
@@ -115,6 +118,8 @@ def _audit_calls(exp: Experiment, a: Audit) -> None:
         end = next((r for r in reversed(rows) if r.get("kind") == "end"), None)
         role = next((r.get("role") for r in rows if r.get("kind") == "start"), None) or path.name.split("-")[0]
         status = "interrupted" if end is None else str(end.get("status"))
+        if end is None:
+            a.interrupted.append(path)
         a.calls[(role, status)] += 1
         if role == "implementer":
             start = next((r for r in rows if r.get("kind") == "start"), {})

@@ -362,3 +362,14 @@ def render_text(view: VersionView, code: bool = True) -> str:
     if code and view.code_diff:
         out += ["\n## Code diff", view.code_diff]
     return "\n".join(out) + "\n"
+
+
+def show_text(exp: Experiment, view: VersionView, code: bool = True) -> str:
+    """What ``rise show`` prints: the view's text and, for a revision that ``rise evolve`` proposed, why (its
+    round, :mod:`evolve.views.rounds`)."""
+    from evolve.views.rounds import evolve_rounds, render_round, round_record
+
+    text = render_text(view, code=code)
+    if view.round and view.round in evolve_rounds(exp):
+        text += "\n" + render_round(round_record(exp, view.round))
+    return text

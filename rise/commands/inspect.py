@@ -1,8 +1,10 @@
-"""`rise show NAME vN` (what a version or candidate changed and did), `rise report NAME` (static HTML) and
-`rise audit NAME` (was anything finished done twice after kills and resumes)."""
+"""`rise show NAME vN` (what a version or candidate changed and did), `rise report NAME` (static HTML),
+`rise audit NAME` (was anything finished done twice after kills and resumes) and `rise record NAME` (the night's
+compact record, to commit)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from dataclasses import asdict
 from pathlib import Path
@@ -25,19 +27,15 @@ def show_cmd(
     json_out: Annotated[Path | None, typer.Option("--json", help="also write the view as JSON")] = None,
 ) -> None:
     """The adopted diff, the Handbook diff, settings changed, and the evaluation against the parent task by task."""
-    from evolve.views.show import ShowError, render_text, version_view
+    from evolve.views.show import ShowError, show_text, version_view
 
     try:
-        view = version_view(open_experiment(name, runs_dir), version)
+        exp = open_experiment(name, runs_dir)
+        view = version_view(exp, version)
     except (StoreError, ShowError) as exc:
         _err.print(f"[red]error:[/] {exc}")
         raise typer.Exit(1) from None
-    _out.out(render_text(view, code=code), end="")
-    from evolve.views.rounds import evolve_rounds, render_round, round_record
-
-    exp = open_experiment(name, runs_dir)
-    if view.round and view.round in evolve_rounds(exp):  # why it was proposed: the rise evolve round behind it
-        _out.out("\n" + render_round(round_record(exp, view.round)), end="")
+    _out.out(show_text(exp, view, code=code), end="")
     if json_out:
         data = {
             "label": view.label, "commit": view.commit, "parent": view.parent, "parent_commit": view.parent_commit,
@@ -92,7 +90,34 @@ def audit_cmd(
         raise typer.Exit(1)
 
 
+def record_cmd(
+    name: Annotated[str, typer.Argument(help="experiment name or path")],
+    output: Annotated[Path | None, typer.Option("-o", "--output", "--out", help="the record's folder (default "
+                                                "docs/nights/<UTC date of the ledger's first event>)")] = None,
+    runs_dir: Annotated[Path, typer.Option(help="where experiments live", envvar="RISE_RUNS_DIR")] = Path("runs"),
+    screenshot: Annotated[bool, typer.Option("--screenshot/--no-screenshot", help="the report in headless "
+                                             "Chromium, when one is on PATH")] = True,
+) -> None:
+    """The night's compact record, to commit at every stop: the frozen config, the ledger, one line per trial,
+    the power lines, each decision with its numbers, time per stage, stops and resumes, rise status / show /
+    audit, the morning page and the report with its screenshot; no traces. Rerun: rewritten with the state now.
+    Reads the experiment only."""
+    from evolve.views.night import write_record
+
+    try:
+        exp = open_experiment(name, runs_dir)
+        led = exp.ledger
+        day = led.events[0].ts[:10] if led.events else dt.datetime.now(dt.UTC).date().isoformat()
+        rec = write_record(exp, output or Path("docs") / "nights" / day, take_screenshot=screenshot)
+    except (StoreError, ValueError, OSError) as exc:
+        _err.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(1) from None
+    _out.print(f"wrote {rec.out}: {len(rec.sizes)} files, {rec.total:,} bytes ({rec.total / 1024:.1f} KiB); "
+               f"screenshot: {rec.screenshot}", markup=False)
+
+
 def register(app: typer.Typer) -> None:
     app.command("audit")(audit_cmd)
     app.command("show")(show_cmd)
     app.command("report")(report_cmd)
+    app.command("record")(record_cmd)
