@@ -84,6 +84,7 @@ def test_interleaved_arms_run_side_by_side(tmp_path, server):
 def test_coupled_policy_decides_on_the_pairs_of_the_interleaved_arms(tmp_path, server):
     """``policy = "coupled"`` through a real round: the decision is the exact test on the discordant pairs of the
     candidate's evaluation and its own incumbent arm, cell (task, k) against cell (task, k)."""
+    from trials.grid import cell_seed
     from validate.coupled import coupled_p_many, discordant
 
     exp = make_experiment(tmp_path / "runs", server.base_url, baseline="interleaved", heldout=[],
@@ -100,6 +101,12 @@ def test_coupled_policy_decides_on_the_pairs_of_the_interleaved_arms(tmp_path, s
     assert f"discordant pairs) {sum(n10)} vs {sum(n01)}" in d["reason"]
     assert d["p_value"] == coupled_p_many([n10], [n01])[0]
     assert "cells independent" in d["false_adoption_basis"] and d["power"] is not None
+    # coupled arms: every trial of cell (task, k) sampled with that cell's seed, in both arms alike
+    seeds = {arm_name: {(c["task_name"], c["repetition"]): c["settings"]["model"]["seed"]
+                        for c in (json.loads(f.read_text()) for f in (rdir / arm_name).glob("*__r*/config.json"))}
+             for arm_name in ("evaluation", "incumbent")}
+    assert seeds["evaluation"] == seeds["incumbent"] == {cell: cell_seed(*cell) for cell in seeds["evaluation"]}
+    assert len(seeds["evaluation"]) == len(DEV) * 2 and len(set(seeds["evaluation"].values())) == len(DEV) * 2
 
 
 # ----------------------------------------------------------------------------------------------- busy corpus

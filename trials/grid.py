@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import hashlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from typing import Any
 
 from rich.console import Console
 
+from . import harness_settings
 from .endpoints.pool import EndpointPool
 from .errors import RiseError
 from .executors.base import Executor, TrialCall, opened
@@ -126,6 +128,21 @@ def _resume(config: JobConfig, job_dir: Path, hooks: GridHooks) -> tuple[dict[Ce
     return dict(scan.finished), list(scan.todo)
 
 
+def cell_seed(task: str, k: int) -> int:
+    """The sampling seed of cell (``task``, repetition ``k``): the same in every grid, so repetition k of two arms
+    samples alike (issue 38's coupled pairs); different across cells. A 31-bit integer (llama.cpp and vLLM take it)."""
+    return int.from_bytes(hashlib.sha256(f"rise-cell:{task}:{k}".encode()).digest()[:4], "big") & 0x7FFFFFFF
+
+
+def cell_settings(settings: dict[str, Any], task: str, k: int) -> dict[str, Any]:
+    """``settings`` with the cell's seed as ``model.seed`` (the seed harness sends it with every model call); a
+    ``model.seed`` the settings already fix is kept (the experimenter's choice wins)."""
+    nested = harness_settings.nest(settings)
+    if harness_settings.lookup(nested, "model.seed") is not None:
+        return settings
+    return harness_settings.merge(nested, {"model": {"seed": cell_seed(task, k)}})
+
+
 class _Cells:
     """One invocation's running of the cells: results by cell, the tally, what ran, whether a stop said yes."""
 
@@ -145,8 +162,9 @@ class _Cells:
 
     def _call(self, t: str, k: int, trial_dir: Path) -> TrialCall:
         c = self.config
+        settings = cell_settings(c.settings, t, k) if c.cell_seeds else c.settings
         return TrialCall(task=self.by_name[t], agent=c.agent, endpoint=c.endpoint, trial_dir=trial_dir,
-                         env_kind=c.env_kind, job_id=c.job_id, settings=c.settings,
+                         env_kind=c.env_kind, job_id=c.job_id, settings=settings,
                          verifier_endpoint=c.verifier_endpoint, repetition=k, env_factory=self.env_factory)
 
     async def one(self, t: str, k: int) -> None:

@@ -178,6 +178,8 @@ class JobConfig(BaseModel):
     endpoint: EndpointSpec | None = None
     verifier_endpoint: EndpointSpec | None = None
     settings: dict[str, Any] = Field(default_factory=dict)
+    cell_seeds: bool = Field(default=False, description="each trial samples with a seed of its cell (task, "
+                             "repetition): the cells of two such grids are coupled pairs (trials.grid.cell_seed)")
 
     def identity(self) -> dict[str, Any]:
         """The fields that change what a trial computes. Concurrency and the job id do not; nor do an
@@ -198,6 +200,8 @@ class JobConfig(BaseModel):
             "endpoint": ep(self.endpoint),
             "verifier_endpoint": ep(self.verifier_endpoint),
             "settings": self.settings,
+            # only when on, so the fingerprints of the jobs made before the field stay what they were
+            **({"cell_seeds": True} if self.cell_seeds else {}),
         }
 
     def fingerprint(self) -> str:
@@ -207,7 +211,7 @@ class JobConfig(BaseModel):
     def differences(self, other: JobConfig) -> list[str]:
         """Human-readable list of identity fields that differ (empty when resumable)."""
         a, b = self.identity(), other.identity()
-        return [f"{k}: {a[k]!r} -> {b[k]!r}" for k in a if a[k] != b[k]]
+        return [f"{k}: {a.get(k)!r} -> {b.get(k)!r}" for k in {**a, **b} if a.get(k) != b.get(k)]
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> JobConfig:

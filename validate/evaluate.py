@@ -112,13 +112,15 @@ class GridPlan:
     settings: dict[str, Any] = field(default_factory=dict)
     verifier_endpoint: EndpointSpec | None = None
     executor: ExecutorConfig | None = None  # where trials run (experiment.toml [executor]); None: here
+    cell_seeds: bool = False  # each trial samples with its cell's seed (trials.grid.cell_seed): coupled arms
 
     def job_config(self) -> JobConfig:
         job_dir = self.job_dir.resolve()
         job_id = f"{job_dir.name}-{hashlib.sha256(str(job_dir).encode()).hexdigest()[:8]}"
         return JobConfig(job_id=job_id, tasks_dir=str(self.tasks_dir.resolve()), task_names=sorted(self.task_names),
                          agent=self.agent, env_kind=self.env_kind, r=self.r, concurrency=self.concurrency,
-                         endpoint=self.endpoint, verifier_endpoint=self.verifier_endpoint, settings=self.settings)
+                         endpoint=self.endpoint, verifier_endpoint=self.verifier_endpoint, settings=self.settings,
+                         cell_seeds=self.cell_seeds)
 
 
 @dataclass

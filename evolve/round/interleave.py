@@ -22,6 +22,7 @@ from evolve.experiment.budget import check_budget
 from evolve.round.model import LedgerBook, Stop, missing_cells
 from trials.job import load_job
 from validate.adoption import Decision
+from validate.coupled import COUPLED
 from validate.evaluate import GridOutcome, GridPlan
 from validate.interleave import run_interleaved
 from validate.load_check import LoadCheck, check_load
@@ -43,8 +44,13 @@ class InterleavedStage:
         ctl = self.ctl
         commit = ctl.exp.commit_of(incumbent)
         job = ctl.exp.root / "rounds" / f"r{round_no:02d}" / slug / "incumbent"
-        plan = ctl.plan("control", ctl.version_dir(incumbent), ctl.dev_tasks(), ctl.cfg.r, job)
+        plan = self.coupled(ctl.plan("control", ctl.version_dir(incumbent), ctl.dev_tasks(), ctl.cfg.r, job))
         return plan, commit, f"{commit}:control:r{round_no:02d}:{slug}"
+
+    def coupled(self, plan: GridPlan) -> GridPlan:
+        """Under ``policy = "coupled"`` both arms sample each cell with that cell's seed, so the decision's pairs
+        share their randomness as far as the server reproduces it (issue 38); the other policies leave it."""
+        return replace(plan, cell_seeds=True) if self.ctl.cfg.adoption.policy == COUPLED else plan
 
     async def run(self, round_no: int, incumbent: str, slug: str, plan: GridPlan | None,
                   commit: str) -> GridOutcome | None:
@@ -55,6 +61,7 @@ class InterleavedStage:
         check_budget(ctl.exp)
         arms = [(arm_plan, LedgerBook(ctl.led, ctl.exp.root, inc, prefix, "control"))]
         if plan is not None:
+            plan = self.coupled(plan)
             arms.insert(0, (plan, LedgerBook(ctl.led, ctl.exp.root, commit, commit, "evaluation")))
         outs = await run_interleaved(arms, env_factory=ctl.env_factory, progress=ctl.progress,
                                      infra_retries=ctl.infra_retries)
