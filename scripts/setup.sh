@@ -24,13 +24,17 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     >"$apt_log" 2>&1 &
   apt_pid=$!
 fi
+# A background step's end: on failure its output and what failed, then stop the set-up.
+finish() {  # PID LOG WHAT
+  if ! wait "$1"; then
+    cat "$2" >&2
+    say "$3 failed (output above: $2)"
+    exit 1
+  fi
+}
 wait_apt() {
   if [ -n "$apt_pid" ]; then
-    if ! wait "$apt_pid"; then
-      cat "$apt_log" >&2
-      say "installing system packages failed: ${need_apt[*]} (output above)"
-      exit 1
-    fi
+    finish "$apt_pid" "$apt_log" "installing system packages (${need_apt[*]})"
     apt_pid=
     say "system packages installed"
   fi
@@ -52,11 +56,7 @@ if [ ! -f "$stamp_dir/pip-$hash" ] || ! command -v rise >/dev/null 2>&1 || [ "$i
 fi
 wait_pip() {
   if [ -n "$pip_pid" ]; then
-    if ! wait "$pip_pid"; then
-      cat "$pip_log" >&2
-      say "installing the Python package failed (output above)"
-      exit 1
-    fi
+    finish "$pip_pid" "$pip_log" "installing the Python package"
     pip_pid=
     say "Python package installed"
   fi
@@ -101,11 +101,7 @@ if ! wait "$server_pid"; then
   exit 1
 fi
 if [ -n "$image_pid" ]; then
-  if ! wait "$image_pid"; then
-    cat "$image_log" >&2
-    say "the Docker base image failed (log above: $image_log)"
-    exit 1
-  fi
+  finish "$image_pid" "$image_log" "the Docker base image"
   tail -n 1 "$image_log"
 fi
 say "ready"
