@@ -5,6 +5,7 @@ checkout: the real main job takes hours)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -187,3 +188,19 @@ def test_a_night_still_running_is_named_with_its_pid(tmp_path: Path) -> None:
         s = resume_summary(exp)
     assert s.running == os.getpid()
     assert f"held right now by pid {os.getpid()}" in "\n".join(render_summary(s))
+
+
+def test_a_moved_aside_attempt_is_no_grid(tmp_path: Path) -> None:
+    """A trial a kill cut off is moved to ``<trial>.attempt-N`` with its trial config.json; the summary (and
+    rise status, rise record) must not read that as a grid's config (it raised FormatError on the real night)."""
+    exp = make_experiment(tmp_path / "runs", "http://127.0.0.1:9/v1")
+    ref = exp.root / "versions" / "v0" / "reference"
+    _grid(ref, 2, [("hello-file", 1, "passed", 3.0)])
+    cut = ref / f"{trial_name('hello-file', 2)}.attempt-1"
+    cut.mkdir()
+    (cut / "config.json").write_text(json.dumps({"trial_name": trial_name("hello-file", 2), "repetition": 2}))
+    led = Ledger(exp.root / "ledger.jsonl")
+    led.append(TrialDone(key="c:reference:hello-file:1", commit="c", purpose="reference", task="hello-file", rep=1,
+                         status="passed", trial_dir="x"))
+    s = resume_summary(exp)
+    assert s.grid is not None and (s.grid.done, s.grid.left) == (1, 3)

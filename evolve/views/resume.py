@@ -30,6 +30,7 @@ STAGE_OF = {"finding": "analysis", "group": "analysis", "review": "analysis", "r
             "round_start": "analysis", "round_end": "round end", "evolve_stop": "stopped"}
 _SKIP = {"harness", "worktrees", ".git", "__pycache__"}
 _TRIAL = re.compile(r".+__r\d+")
+_TRIAL_OR_ATTEMPT = re.compile(r".+__r\d+(\.attempt-\d+)?")  # and a moved-aside attempt: no grid below either
 
 
 class GridProgress(BaseModel):
@@ -116,7 +117,7 @@ def grids(exp: Experiment) -> tuple[list[GridProgress], float | None]:
     finished trials."""
     out, times = [], []
     for dirpath, dirnames, filenames in os.walk(exp.root):
-        dirnames[:] = [d for d in dirnames if d not in _SKIP and not _TRIAL.fullmatch(d)]
+        dirnames[:] = [d for d in dirnames if d not in _SKIP and not _TRIAL_OR_ATTEMPT.fullmatch(d)]
         if "config.json" in filenames and (found := _grid(Path(dirpath), exp.root)):
             out.append(found[0])
             times += found[1]
