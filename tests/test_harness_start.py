@@ -202,7 +202,7 @@ def test_the_runner_runs_the_next_trial_in_the_spare_of_the_previous_one(tmp_pat
     from tests.test_runner_fake_env import DirEnv, fake_agent, make_task
     from trials.runner import run_trial
 
-    monkeypatch.setenv("RISE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("RISE_CACHE_DIR", str(tmp_path / "cache"))
     task = make_task(tmp_path / "tasks")
 
     def trial(name: str):
@@ -253,3 +253,49 @@ def _agent(mode: str, args: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(_agent(sys.argv[1], sys.argv[2:]))
+
+
+def test_a_confined_spare_taken_at_once_still_runs_its_trial(tmp_path, fresh_spares, monkeypatch):
+    """A trial whose sandbox starts at once (here a folder) takes the spare made when it started, a moment ago.
+    Until its bubblewrap has bound its folder (it writes ``.launch-ready`` first) the spare is not used: renaming
+    the folder under a sandbox still being built left it without its agent folder (``bwrap: Can't get type of
+    source``) and the trial without its agent (agent ``missing``, no verdict of its own). Seen in CI, 2026-12-06."""
+    import shutil as _shutil
+
+    from monitor.agents import harness_agent
+    from tests.test_monitor_host import FIXTURE
+    from tests.test_runner_fake_env import DirEnv, make_task
+    from trials import confine
+    from trials.runner import run_trial
+
+    if _shutil.which("bwrap") is None or os.environ.get("RISE_CONFINE") == "off":
+        pytest.skip("optional: needs bubblewrap (harnesses are confined only with it)")
+    monkeypatch.setenv("RISE_CACHE_DIR", str(tmp_path / "cache"))
+    real_argv = confine.launch_argv
+    # every sandbox is built half a second late (a loaded machine), so the trial comes before its spare is ready
+    monkeypatch.setattr(confine, "launch_argv", lambda *a, **k: ["/bin/sh", "-c", 'sleep 0.5; exec "$@"', "sh",
+                                                                 *real_argv(*a, **k)])
+    task = make_task(tmp_path / "tasks", agent_timeout=300)
+    for k in range(1, 4):
+        d = tmp_path / "job" / f"t1__r{k}"
+        res = asyncio.run(run_trial(task, harness_agent(FIXTURE), None, d, "fake", "job1", settings={"mode": "plain"},
+                                    env_factory=lambda kind, t, tdir, j: DirEnv(t, tdir, j)))
+        log = (d / "agent" / "stdout.log").read_text()
+        assert res.agent_status == "completed", (k, res.agent_error, log)
+        assert res.limits.harness_uid not in (None, 0)  # it ran confined
+        assert not (d / "agent" / confine.LAUNCH_READY).exists()  # the spare's marker is not the trial's file
+
+
+def test_a_dead_runners_spare_folders_are_removed(tmp_path, monkeypatch):
+    from trials import confine
+
+    monkeypatch.setenv("RISE_CACHE_DIR", str(tmp_path / "cache"))
+    root = tmp_path / "cache" / "spares"
+    gone = root / "999999999-0a1b2c"  # no such pid
+    mine = root / f"{os.getpid()}-3d4e5f"
+    for f in (gone, mine):
+        f.mkdir(parents=True)
+        (f / confine.LAUNCH_READY).touch()
+    confine._reap_spare_folders.cache_clear()
+    assert confine.spare_root(tmp_path) == root
+    assert not gone.exists() and mine.exists()

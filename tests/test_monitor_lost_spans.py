@@ -33,7 +33,8 @@ def test_host_on_a_full_device_reports_lost_writes(tmp_path):
 
 def test_runner_puts_lost_spans_in_result_json(tmp_path):
     # A long agent timeout: under a loaded CI the monitored harness can take more than the default 30 s to start,
-    # and a harness killed on its timeout writes no stats file ({"stats_missing": 1}, not the lost writes).
+    # and a harness killed on its timeout writes no stats file ({"stats_missing": 1}, not the lost writes). The two
+    # CI failures of 2026-12-06 were another cause: the spare launcher race (tests/test_harness_start.py).
     task = make_task(tmp_path / "tasks", agent_timeout=300)
     trial_dir = tmp_path / "job" / "t1__r1"
     (trial_dir / "agent").mkdir(parents=True)
@@ -42,7 +43,8 @@ def test_runner_puts_lost_spans_in_result_json(tmp_path):
                                 settings={"mode": "plain"},
                                 env_factory=lambda kind, task, tdir, job_id: DirEnv(task, tdir, job_id)))
     saved = TrialResult.load(trial_dir / "result.json")
-    assert "write" in saved.lost_spans, (saved.lost_spans, saved.notes, saved.error)
+    assert "write" in saved.lost_spans, (saved.lost_spans, saved.notes, saved.agent_status, saved.agent_error,
+                                         (trial_dir / "agent" / "stdout.log").read_text()[-2000:])
     assert saved.lost_spans["write"] > 0 and saved.lost_spans == res.lost_spans
     assert any(n.startswith("monitor lost spans") for n in saved.notes)
 

@@ -310,9 +310,21 @@ def spare_root(agent_dir: Path) -> Path | None:
     root = cache_root() / "spares"
     try:
         root.mkdir(parents=True, exist_ok=True)
+        _reap_spare_folders(root)
         return root if root.stat().st_dev == Path(agent_dir).stat().st_dev else None
     except OSError:
         return None
+
+
+@functools.lru_cache(maxsize=8)
+def _reap_spare_folders(root: Path) -> None:
+    """Once per process: remove the spare folders (``<pid>-<hex>``) of runners that are gone (a killed runner
+    cannot remove its own; its spares died with it, on their pipe's end)."""
+    with contextlib.suppress(OSError):
+        for child in root.iterdir():
+            pid, _, rest = child.name.partition("-")
+            if pid.isdigit() and rest and not Path(f"/proc/{pid}").exists():
+                shutil.rmtree(child, ignore_errors=True)
 
 
 def new_spare_folder(root: Path) -> Path:
@@ -344,6 +356,9 @@ def adopt(folder: Path, agent_dir: Path) -> None:
 
 
 LEARNED_OUT = ".launch-modules.json"
+# A spare launcher writes this into its agent folder first thing: once it is there, bubblewrap has bound the folder,
+# so renaming the folder (adopt) cannot pull it from under a sandbox still being built.
+LAUNCH_READY = ".launch-ready"
 
 
 def absorb_learned(agent_dir: Path, learned: Path | None) -> None:

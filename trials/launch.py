@@ -176,6 +176,12 @@ class _Spares:
 _SPARES = _Spares()
 
 
+def _ready(popen: subprocess.Popen) -> bool:
+    """A confined spare is alive and has written its ready file (its sandbox holds its folder)."""
+    folder = getattr(popen, "rise_folder", None)
+    return popen.poll() is None and folder is not None and (Path(folder) / confine.LAUNCH_READY).exists()
+
+
 def _discard(popen: subprocess.Popen) -> None:
     """Close and kill an unused launcher (and remove its spare folder)."""
     with contextlib.suppress(OSError):
@@ -194,10 +200,14 @@ def _discard(popen: subprocess.Popen) -> None:
 
 def _spawn_launcher(preload: tuple[str, ...], env: dict[str, str], learned: Path | None,
                     delay: float = 0.0, sandboxed: tuple[str | None, str] | None = None,
-                    wrap: Any = None) -> subprocess.Popen:
+                    wrap: Any = None, ready: str | None = None, log_to: Path | None = None) -> subprocess.Popen:
     """A launcher process; confined: ``sandboxed`` = (learned file, learn-out file) as the sandbox sees them
-    and ``wrap`` turns the command line into its bwrap command line."""
+    and ``wrap`` turns the command line into its bwrap command line; ``ready``: the file it writes first (a spare);
+    ``log_to``: where its own output goes before the job's (a trial's log: a launcher that fails to start, such as
+    bubblewrap refusing its view, says why there); else nowhere."""
     argv = [sys.executable, "-m", "trials.launch", "--preload", ",".join(preload)]
+    if ready is not None:
+        argv += ["--ready", ready]
     if learned is not None:
         argv += ["--learned", str(learned)]
     if sandboxed is not None:
@@ -208,8 +218,13 @@ def _spawn_launcher(preload: tuple[str, ...], env: dict[str, str], learned: Path
         argv += ["--delay", f"{delay:g}"]
     if wrap is not None:
         argv = wrap(argv)
-    popen = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                             env=env, start_new_session=True)
+    out = open(log_to, "ab") if log_to is not None else subprocess.DEVNULL  # noqa: SIM115 - closed below
+    try:
+        popen = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=out, stderr=out, env=env,
+                                 start_new_session=True)
+    finally:
+        if log_to is not None:
+            out.close()  # type: ignore[union-attr]
     with contextlib.suppress(AttributeError, OSError):  # room for the job line while the launcher still imports
         fcntl.fcntl(popen.stdin.fileno(), fcntl.F_SETPIPE_SZ, JOB_PIPE_BYTES)  # type: ignore[union-attr]
     return popen
@@ -251,10 +266,11 @@ class AgentLaunch:
             _SPARES.count(self.key, +1)
             _SPARES.replenish(self.key, self._spawn)
 
-    def _spawn(self, delay: float = 0.0, folder: Path | None = None) -> subprocess.Popen:
+    def _spawn(self, delay: float = 0.0, folder: Path | None = None, log_to: Path | None = None
+               ) -> subprocess.Popen:
         """A launcher; confined, with ``folder`` bound as its agent folder (a fresh spare folder if None)."""
         if self.confinement is None:
-            return _spawn_launcher(self.preload, self.spare_env, self.learned, delay)
+            return _spawn_launcher(self.preload, self.spare_env, self.learned, delay, log_to=log_to)
         spare = folder is None
         if spare:
             assert self.spare_root is not None
@@ -265,7 +281,9 @@ class AgentLaunch:
         cgroup, usage = limits.harness_cgroup()
         try:
             popen = _spawn_launcher(self.preload, {}, None, delay, learned,
-                                    lambda argv: confine.launch_argv(self.confinement, folder, argv, cgroup))
+                                    lambda argv: confine.launch_argv(self.confinement, folder, argv, cgroup),
+                                    ready=f"{confine.AGENT_DIR}/{confine.LAUNCH_READY}" if spare else None,
+                                    log_to=log_to)
         except BaseException:
             if spare:
                 confine.drop_folder(folder)
@@ -289,16 +307,23 @@ class AgentLaunch:
                 return _direct(cmd, {}, output, cgroup)
             return _direct(self.cmd, self.env, output)
         popen = _SPARES.take(self.key) if self._counted else None
+        if popen is not None and conf is not None and not _ready(popen):
+            # bubblewrap may not have bound the spare's folder yet (a spare made a moment ago, a loaded machine):
+            # renaming the folder now would leave the sandbox without it and the trial without its agent
+            _discard(popen)
+            popen = None
         if popen is not None and conf is not None:
             try:
                 confine.adopt(popen.rise_folder, agent_dir)  # type: ignore[attr-defined]
                 popen.rise_folder = None  # type: ignore[attr-defined]
+                with contextlib.suppress(OSError):
+                    (agent_dir / confine.LAUNCH_READY).unlink()
             except OSError as exc:  # another file system, a busy folder: a launcher of its own instead
                 log.warning("could not hand a spare's folder to %s (%s); starting a fresh launcher", agent_dir, exc)
                 _discard(popen)
                 popen = None
         if popen is None:
-            popen = self._spawn(folder=agent_dir if conf is not None else None)
+            popen = self._spawn(folder=agent_dir if conf is not None else None, log_to=output)
         if conf is not None:  # what the runner put there (the spec, the log, the channel) is the harness's now
             confine.hand_over(agent_dir, conf.ids)
         where = confine.inside(output, agent_dir) if conf is not None else str(output)
@@ -311,7 +336,7 @@ class AgentLaunch:
             _discard(popen)
             if conf is None:
                 return _direct(self.cmd, self.env, output)
-            popen = self._spawn(folder=agent_dir)
+            popen = self._spawn(folder=agent_dir, log_to=output)
             assert popen.stdin is not None
             popen.stdin.write(json.dumps(job).encode() + b"\n")
             popen.stdin.flush()
@@ -401,6 +426,9 @@ def launcher_main(argv: list[str]) -> None:
     preload = [m for m in (argv[argv.index("--preload") + 1] if "--preload" in argv else "").split(",") if m]
     learned = Path(argv[argv.index("--learned") + 1]) if "--learned" in argv else None
     learn_out = Path(argv[argv.index("--learn-out") + 1]) if "--learn-out" in argv else learned
+    if "--ready" in argv:  # a confined spare: its sandbox is built (see confine.LAUNCH_READY)
+        with contextlib.suppress(OSError):
+            Path(argv[argv.index("--ready") + 1]).touch()
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a confined launcher starts with it ignored (see above)
     if "--delay" in argv:  # a successor: let the trial that just started have the CPU first (unless a job comes)
         select.select([0], [], [], float(argv[argv.index("--delay") + 1]))
