@@ -1,4 +1,4 @@
-"""``rise images``: the local Debian base image, the task images built from it, and leftover containers."""
+"""``rise images``: the local base images (one per release), the task images built on them, leftover containers."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ from rich.table import Table
 from rise.commands import console as _console
 from trials.environments.docker import JOB_LABEL, TASK_IMAGE_REPO, TASK_LABEL
 from trials.environments.docker import reap_leftovers as reap_containers
-from trials.environments.images import BASE_IMAGE, BaseImageMap, cache_dir, docker_client, ensure_base_image
+from trials.environments.images import BaseImageMap, build_log, cache_dir, docker_client, ensure_base_image
 from trials.environments.local import reap_leftovers as reap_local
+from trials.environments.releases import DEFAULT, RELEASES, get_release, mirror_for
 from trials.errors import InfraError
 
-images_app = typer.Typer(help="Build the local base image, list task images, reap leftover sandboxes.",
+images_app = typer.Typer(help="Build the local base images, list task images, reap leftover sandboxes.",
                          no_args_is_help=True)
 
 
@@ -29,17 +30,26 @@ def _client(console: Console):
 
 
 @images_app.command("base")
-def base(force: Annotated[bool, typer.Option("--force", help="rebuild the rootfs and re-import")] = False) -> None:
-    """Build rise-base:bookworm (debootstrap from this machine's Debian mirror + docker import). Idempotent."""
+def base(force: Annotated[bool, typer.Option("--force", help="rebuild the rootfs and re-import")] = False,
+         release: Annotated[str, typer.Option("--release", help=f"which release: {', '.join(RELEASES)}")]
+         = DEFAULT) -> None:
+    """Build rise-base:<release> (debootstrap of Debian bookworm unless --release says another + docker import).
+    Idempotent: an image that is there is kept."""
     console = _console.out()
-    client = _client(console)
     try:
-        with console.status(f"building {BASE_IMAGE} (debootstrap, ~1-2 min the first time)"):
-            image_id = ensure_base_image(force=force, client=client)
+        chosen = get_release(release)
+    except InfraError as exc:
+        console.print(f"[red]{escape(str(exc))}[/red]")
+        raise typer.Exit(2) from None
+    client = _client(console)
+    where = f"{chosen.label} {chosen.version} from {mirror_for(chosen)}; log: {build_log(chosen)}"
+    try:
+        with console.status(f"building {chosen.image} ({escape(where)}; debootstrap, minutes the first time)"):
+            image_id = ensure_base_image(force=force, client=client, release=chosen)
     except InfraError as exc:
         console.print(f"[red]{escape(str(exc))}[/red]" + (f"\nlog: {exc.log_path}" if exc.log_path else ""))
         raise typer.Exit(1) from None
-    console.print(f"[green]{BASE_IMAGE}[/green] {image_id[:19]} (rootfs cache: {cache_dir()})")
+    console.print(f"[green]{chosen.image}[/green] {image_id[:19]} ({escape(where)}; rootfs cache: {cache_dir()})")
 
 
 @images_app.command("list")
@@ -50,8 +60,9 @@ def list_images() -> None:
     table = Table(title="rise images")
     for col in ("image", "id", "task", "size MB", "created"):
         table.add_column(col)
+    bases = {r.image for r in RELEASES.values()}
     for img in client.images.list():
-        tags = [t for t in img.tags if t == BASE_IMAGE or t.startswith(TASK_IMAGE_REPO + "-")]
+        tags = [t for t in img.tags if t in bases or t.startswith(TASK_IMAGE_REPO + "-")]
         for tag in tags:
             table.add_row(tag, img.short_id.removeprefix("sha256:"), (img.labels or {}).get(TASK_LABEL, ""),
                           f"{img.attrs.get('Size', 0) / 1e6:.0f}", str(img.attrs.get("Created", ""))[:19])

@@ -13,7 +13,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from rise.commands import console as _console
-from trials.environments.images import docker_client, image_exists
+from trials.environments.images import docker_client, ensure_base_image, image_exists
+from trials.environments.releases import release_of_image
 from trials.errors import InfraError, TaskError
 from trials.tasks import inspect_task
 from trials.tasks.adapt_import import MANIFEST, RECORD, import_tasks
@@ -44,7 +45,7 @@ def print_verdicts(console: Console, directory: Path, online: bool) -> None:
     present = local_images()
     where = "a machine that can fetch" if online else "this machine (no image registry, no installers)"
     table = Table(title=f"can each task run on {where}?", show_lines=True)
-    for column in ("task", "verdict", "what and why"):
+    for column in ("task", "verdict", "local base", "what and why"):
         table.add_column(column, overflow="fold")
     counts: dict[str, int] = {}
     for folder in task_dirs(directory):
@@ -54,7 +55,9 @@ def print_verdicts(console: Console, directory: Path, online: bool) -> None:
         verdict = plan(task, present, online=online)
         counts[verdict.status] = counts.get(verdict.status, 0) + 1
         label = {"as-is": "runs as is", "adapted": "runs through the adapter", "cannot": "cannot run here"}
-        table.add_row(task.name, f"[{STYLE[verdict.status]}]{label[verdict.status]}[/]", escape(_detail(verdict)))
+        base = f"{verdict.base_image} (python3 {verdict.python})" if verdict.base_image else "-"
+        table.add_row(task.name, f"[{STYLE[verdict.status]}]{label[verdict.status]}[/]", escape(base),
+                      escape(_detail(verdict)))
     console.print(table)
     console.print(", ".join(f"{n} {status}" for status, n in sorted(counts.items())))
 
@@ -64,6 +67,9 @@ def import_cmd(
     dest: Annotated[Path, typer.Argument(help="where the imported set is written (its own folder)")],
     online: Annotated[bool, typer.Option("--online", help="this machine can fetch at run time: copy every task "
                                                           "as it is, no adapter")] = False,
+    build_bases: Annotated[bool, typer.Option("--build-bases", help="build the local base images the imported "
+                                                                     "tasks need (rise images base --release X)")]
+    = False,
 ) -> None:
     """Import a Harbor task set (Terminal-Bench 2) as it is, or through the offline adapter with a record per task
     (rise-adapter.json) and a manifest of every verdict (rise-import.json)."""
@@ -87,6 +93,25 @@ def import_cmd(
     console.print(f"{len(manifest.tasks)} tasks: {manifest.count('as-is')} as is, {manifest.count('adapted')} "
                   f"adapted (each with {RECORD}), {manifest.count('cannot')} cannot run here, "
                   f"{manifest.count('invalid')} invalid; manifest: {dest / MANIFEST}")
+    _bases(console, manifest.missing_bases, build_bases)
+
+
+def _bases(console: Console, missing: list[str], build: bool) -> None:
+    """Build the base images the imported tasks need, or say how (a docker run also builds them when first used)."""
+    for image in missing:
+        release = release_of_image(image)
+        command = f"rise images base --release {release.codename}"
+        if not build:
+            console.print(f"[yellow]{image} is not built yet[/yellow]: `{command}` (or --build-bases) builds it "
+                          "before the tasks' images")
+            continue
+        try:
+            with console.status(f"building {image} ({release.label}; debootstrap, minutes the first time)"):
+                ensure_base_image(client=docker_client(), release=release)
+        except InfraError as exc:
+            console.print(f"[red]{escape(str(exc))}[/red]")
+            raise typer.Exit(1) from None
+        console.print(f"[green]{image}[/green] built")
 
 
 def register_adapt(app: typer.Typer) -> None:

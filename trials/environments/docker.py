@@ -1,8 +1,8 @@
 """The ``docker`` sandbox: one container per trial, built from the task's ``environment/Dockerfile``.
 
 The FROM line goes through the base-image map (``images.BaseImageMap``) so air-gapped machines build on
-``rise-base:bookworm``; task images are cached by a content hash of the environment folder and the rewritten
-Dockerfile, and builds of one image are serialised with a file lock (threads and processes alike). Containers run
+``rise-base:<release>`` (built when missing); task images are cached by a content hash of the environment folder
+and the rewritten Dockerfile; builds of one image are serialised with a file lock (threads and processes alike). Containers run
 a bash keeper as pid 1 (the image needs bash, as every exec does), carry ``rise.job`` / ``rise.trial`` labels, get the task's CPU and memory
 limits, a pids limit (``RISE_SANDBOX_PIDS``, trials/limits.py) and no network when ``allow_internet = false``. docker-py is synchronous: every call goes through
 ``asyncio.to_thread``. ``docker exec`` has no timeout, so commands run under ``timeout -s KILL`` inside. The
@@ -32,7 +32,7 @@ from ..limits import sandbox_pids
 from .archive import split_sandbox_path, unpack_single, upload_payload
 from .base import Environment, ExecResult
 from .dockerfile import parse, rewrite_from
-from .images import BASE_IMAGE, BaseImageMap, cache_dir, docker_client, ensure_base_image, image_exists
+from .images import BaseImageMap, cache_dir, docker_client, ensure_base_image, image_exists, release_of_image
 from .local import KEEPER_SCRIPT, _choose_workdir, owner_alive, owner_tag
 from .verifier import sandbox_pid_ok, tools_mode
 
@@ -131,9 +131,9 @@ class DockerEnvironment(Environment):
 
     def _resolve_from(self, image: str) -> str:
         target = self.base_image_map.resolve(image, present=lambda name: image_exists(self.client, name))
-        if target == BASE_IMAGE and not image_exists(self.client, BASE_IMAGE):
-            with _FileLock("rise-base"):
-                ensure_base_image(client=self.client)
+        if (release := release_of_image(target)) and not image_exists(self.client, target):
+            with _FileLock(f"rise-base-{release.codename}"):
+                ensure_base_image(client=self.client, release=release)
         return target
 
     def _ensure_image(self) -> str:

@@ -1,19 +1,19 @@
-"""The local Debian base image ``rise-base:bookworm`` and the base-image map that points FROM lines at it.
+"""The local base images ``rise-base:<release>`` and the base-image map that points FROM lines at them.
 
-Air-gapped machines cannot pull ``python:3.11-slim-bookworm``; ``ensure_base_image`` builds an equivalent from the
-Debian mirror this machine's apt already uses (debootstrap + ``docker import``), and :class:`BaseImageMap` rewrites
-every FROM that is not present locally to it. The map is configurable with ``RISE_BASE_IMAGE_MAP``: either inline
-JSON (``{"python:*": "my/python:3.11"}``) or the path of a TOML file with a ``[map]`` table of the same shape.
+Air-gapped machines cannot pull ``python:3.11-slim-bookworm`` or ``ubuntu:24.04``; ``ensure_base_image`` builds an
+equivalent of a known release (``releases.py``: Debian bookworm, the default, trixie, bullseye; Ubuntu noble,
+jammy) from its archive (debootstrap + ``docker import``), and :class:`BaseImageMap` rewrites every FROM that is not
+present locally to ``rise-base:bookworm`` (the offline adapter, ``trials/tasks/adapter.py``, picks the release).
+The map is configurable with ``RISE_BASE_IMAGE_MAP``: either inline JSON (``{"python:*": "my/python:3.11"}``) or
+the path of a TOML file with a ``[map]`` table of the same shape.
 """
 
 from __future__ import annotations
 
 import fnmatch
-import hashlib
 import json
 import logging
 import os
-import re
 import shutil
 import subprocess
 import tomllib
@@ -23,15 +23,23 @@ from typing import Any
 
 from ..cache import cache_root
 from ..errors import EnvironmentBuildError, InfraError
+from .releases import (  # debian_mirror: re-exported, callers read it from here
+    BOOKWORM,
+    Release,
+    debian_mirror,  # noqa: F401
+    debootstrap_command,
+    image_sources,
+    keyring_for,
+    mirror_for,
+    release_of_image,
+    script_for,
+)
 
 log = logging.getLogger(__name__)
 
-BASE_IMAGE = "rise-base:bookworm"
-SUITE = "bookworm"
-# What the starter suite and the seed harness need inside a sandbox; bash, coreutils, grep, sed, findutils are
-# already in minbase but are named so the image keeps them if minbase ever changes.
-BASE_PACKAGES = ["bash", "coreutils", "findutils", "grep", "sed", "gawk", "procps", "tmux", "python3",
-                 "python-is-python3", "less", "ca-certificates"]
+BASE_IMAGE = BOOKWORM.image  # the default base: rise-base:bookworm
+SUITE = BOOKWORM.codename
+BASE_PACKAGES = list(BOOKWORM.packages)
 CLEAN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 IMPORT_CHANGES = [f"ENV PATH={CLEAN_PATH}", "ENV LANG=C.UTF-8", "ENV DEBIAN_FRONTEND=noninteractive",
                   'CMD ["/bin/bash"]']
@@ -39,7 +47,7 @@ LABEL_KEY = "rise.base"
 
 
 def cache_dir() -> Path:
-    """Where the base image's rootfs tarball and build log live."""
+    """Where the base images' rootfs tarballs and build logs live."""
     return cache_root() / "base"
 
 
@@ -75,56 +83,12 @@ def image_exists(client, name: str) -> bool:
     return True
 
 
-# ---------------------------------------------------------------------------------------------- mirror lookup
+# ---------------------------------------------------------------------------------------------- base images
 
 
-def _deb822_entries(text: str) -> list[dict[str, str]]:
-    entries, cur = [], {}
-    for line in text.splitlines() + [""]:
-        if not line.strip():
-            if cur:
-                entries.append(cur)
-            cur = {}
-            continue
-        if line.lstrip().startswith("#"):
-            continue
-        if ":" in line and not line[0].isspace():
-            key, _, value = line.partition(":")
-            cur[key.strip().lower()] = value.strip()
-    return entries
-
-
-def debian_mirror(suite: str = SUITE, etc_apt: Path = Path("/etc/apt")) -> str:
-    """The Debian archive URI this machine's apt uses for ``suite`` (read at run time, never hard-coded)."""
-    candidates: list[str] = []
-    files = [etc_apt / "sources.list"] + sorted((etc_apt / "sources.list.d").glob("*"))
-    for path in files:
-        if not path.is_file():
-            continue
-        text = path.read_text(errors="replace")
-        if path.name.endswith(".sources"):
-            for e in _deb822_entries(text):
-                if e.get("enabled", "yes").lower() == "no" or "deb" not in e.get("types", "").split():
-                    continue
-                if suite in e.get("suites", "").split() and "main" in e.get("components", "").split():
-                    candidates += e.get("uris", "").split()
-        elif path.name.endswith(".list"):
-            for line in text.splitlines():
-                parts = re.sub(r"\[[^\]]*\]", "", line.split("#", 1)[0]).split()
-                if len(parts) >= 4 and parts[0] == "deb" and parts[2] == suite and "main" in parts[3:]:
-                    candidates.append(parts[1])
-    for uri in candidates:
-        if "security" not in uri:
-            return uri
-    raise InfraError(f"no Debian mirror for {suite} found in {etc_apt}/sources.list(.d)", cause="image_build")
-
-
-# ---------------------------------------------------------------------------------------------- base image
-
-
-def _recipe_hash() -> str:
-    recipe = json.dumps({"suite": SUITE, "packages": BASE_PACKAGES, "variant": "minbase"}, sort_keys=True)
-    return hashlib.sha256(recipe.encode()).hexdigest()[:16]
+def build_log(release: Release = BOOKWORM) -> Path:
+    """Where the build of ``release``'s rootfs writes its log (one per release)."""
+    return cache_dir() / f"build-{release.codename}.log"
 
 
 def _run_logged(cmd: list[str], logf, timeout: float) -> None:
@@ -135,24 +99,35 @@ def _run_logged(cmd: list[str], logf, timeout: float) -> None:
         raise subprocess.CalledProcessError(proc.returncode, cmd)
 
 
-def build_rootfs_tarball(force: bool = False) -> Path:
-    """debootstrap the base rootfs and tar it into the cache (skipped when the cached tarball is current)."""
+def build_rootfs_tarball(force: bool = False, release: Release | None = None) -> Path:
+    """debootstrap ``release``'s rootfs (bookworm unless told) and tar it into the cache (skipped when the cached
+    tarball is current). A failure names the release, the mirror and the log."""
+    release = release or BOOKWORM
     cdir = cache_dir()
     cdir.mkdir(parents=True, exist_ok=True)
-    tarball = cdir / f"rise-base-{SUITE}-{_recipe_hash()}.tar"
+    tarball = cdir / f"rise-base-{release.codename}-{release.recipe_hash()}.tar"
     if tarball.exists() and not force:
         return tarball
-    log_path = cdir / "build.log"
-    rootfs = cdir / "rootfs.tmp"
-    if shutil.which("debootstrap") is None:
-        raise EnvironmentBuildError("debootstrap is not installed (apt-get install debootstrap)",
-                                    log_path=str(log_path))
-    mirror = debian_mirror()
-    shutil.rmtree(rootfs, ignore_errors=True)
-    try:
-        with log_path.open("w") as logf:
-            _run_logged(["debootstrap", "--variant=minbase", f"--include={','.join(BASE_PACKAGES)}",
-                         SUITE, str(rootfs), mirror], logf, timeout=1800)
+    log_path = build_log(release)
+    rootfs = cdir / f"rootfs-{release.codename}.tmp"
+    mirror = mirror_for(release)
+    what = f"{release.image} ({release.label} {release.version}, from {mirror})"
+    with log_path.open("w") as logf:
+        logf.write(f"# building {what}\n")
+        try:
+            if shutil.which("debootstrap") is None:
+                raise EnvironmentBuildError("debootstrap is not installed (apt-get install debootstrap)")
+            cmd = debootstrap_command(release, rootfs, mirror, keyring_for(release), script_for(release))
+        except EnvironmentBuildError as exc:
+            logf.write(f"ERROR: {exc}\n")
+            raise EnvironmentBuildError(f"building {what} failed: {exc}; log: {log_path}",
+                                        log_path=str(log_path)) from None
+        shutil.rmtree(rootfs, ignore_errors=True)
+        try:
+            _run_logged(cmd, logf, timeout=1800)
+            if (sources := image_sources(release, mirror)) is not None:
+                (rootfs / "etc" / "apt").mkdir(parents=True, exist_ok=True)
+                (rootfs / "etc" / "apt" / "sources.list").write_text(sources)
             # Smaller image, and no host apt cache leaking in.
             for sub in ("var/cache/apt/archives", "var/lib/apt/lists"):
                 for p in (rootfs / sub).glob("*"):
@@ -161,31 +136,33 @@ def build_rootfs_tarball(force: bool = False) -> Path:
             tmp = tarball.with_suffix(".partial")
             _run_logged(["tar", "-C", str(rootfs), "--numeric-owner", "-cf", str(tmp), "."], logf, timeout=600)
             tmp.replace(tarball)
-    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
-        raise EnvironmentBuildError(f"building the {BASE_IMAGE} rootfs failed: {exc}",
-                                    log_path=str(log_path)) from exc
-    finally:
-        shutil.rmtree(rootfs, ignore_errors=True)
-    for old in cdir.glob(f"rise-base-{SUITE}-*.tar"):
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as exc:
+            raise EnvironmentBuildError(f"building {what} failed: {exc}; log: {log_path}",
+                                        log_path=str(log_path)) from exc
+        finally:
+            shutil.rmtree(rootfs, ignore_errors=True)
+    for old in cdir.glob(f"rise-base-{release.codename}-*.tar"):
         if old != tarball:
             old.unlink()
     return tarball
 
 
-def ensure_base_image(force: bool = False, client=None) -> str:
-    """Make sure ``rise-base:bookworm`` exists in the local engine; returns its image id. Idempotent."""
+def ensure_base_image(force: bool = False, client=None, release: Release | None = None) -> str:
+    """Make sure ``rise-base:<codename>`` (bookworm unless told) exists in the local engine; returns its image id.
+    Idempotent: an image that is there is not rebuilt, a cached rootfs tarball is imported without debootstrap."""
+    release = release or BOOKWORM
     client = client or docker_client()
-    if not force and image_exists(client, BASE_IMAGE):
-        return client.images.get(BASE_IMAGE).id
-    tarball = build_rootfs_tarball(force=force)
-    repo, tag = BASE_IMAGE.split(":")
-    log.info("importing %s into %s", tarball, BASE_IMAGE)
+    if not force and image_exists(client, release.image):
+        return client.images.get(release.image).id
+    tarball = build_rootfs_tarball(force=force, release=release)
+    repo, tag = release.image.split(":")
+    log.info("importing %s into %s", tarball, release.image)
     try:
         client.api.import_image_from_file(str(tarball), repository=repo, tag=tag, changes=IMPORT_CHANGES)
     except Exception as exc:
-        raise EnvironmentBuildError(f"docker import of {tarball} failed: {exc}",
-                                    log_path=str(cache_dir() / "build.log")) from exc
-    return client.images.get(BASE_IMAGE).id
+        raise EnvironmentBuildError(f"docker import of {tarball} as {release.image} failed: {exc}",
+                                    log_path=str(build_log(release))) from exc
+    return client.images.get(release.image).id
 
 
 # ---------------------------------------------------------------------------------------------- base-image map
@@ -193,7 +170,8 @@ def ensure_base_image(force: bool = False, client=None) -> str:
 
 @dataclass
 class BaseImageMap:
-    """Rewrites FROM references: explicit rules first, then the image itself when present locally, else base."""
+    """Rewrites FROM references: explicit rules first, then a local base (``rise-base:<release>``, built when
+    missing) or an image present locally as itself, else the default base."""
 
     rules: dict[str, str] = field(default_factory=dict)
     default: str = BASE_IMAGE
@@ -236,6 +214,8 @@ class BaseImageMap:
         for pattern, target in self.rules.items():
             if fnmatch.fnmatchcase(image, pattern):
                 return target
+        if release_of_image(image) is not None:
+            return image
         if self.pull or (present is not None and present(image)):
             return image
         return self.default

@@ -16,10 +16,12 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from trials.environments.releases import release_of_image
 from trials.errors import TaskError
 
 from .adapter import LOCAL_PYTHON, WHEELS_DIR, Verdict, plan
@@ -46,6 +48,8 @@ class Manifest(BaseModel):
     source: str
     online: bool
     tasks: list[ImportEntry] = Field(default_factory=list)
+    # local base images the imported tasks are built on that the engine does not have yet (rise images base)
+    missing_bases: list[str] = Field(default_factory=list)
 
     def count(self, status: str) -> int:
         return sum(1 for t in self.tasks if t.status == status)
@@ -68,12 +72,12 @@ def _sha(text: str | bytes) -> str:
     return hashlib.sha256(text.encode() if isinstance(text, str) else text).hexdigest()
 
 
-def pip_download(requirements: list[str], dest: Path) -> None:
-    """Wheels for ``requirements`` and their dependencies, for the image's Python (Debian bookworm's 3.11),
-    fetched by pip from the package index this machine's pip is configured with."""
+def pip_download(requirements: list[str], dest: Path, python: str = LOCAL_PYTHON) -> None:
+    """Wheels for ``requirements`` and their dependencies, for the image's Python (its release's python3: 3.11 on
+    bookworm, 3.12 on noble...), fetched by pip from the package index this machine's pip is configured with."""
     dest.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--dest", str(dest), "--only-binary=:all:",
-           "--python-version", LOCAL_PYTHON, "--implementation", "cp"]
+           "--python-version", python, "--implementation", "cp"]
     for platform in WHEEL_PLATFORMS:
         cmd += ["--platform", platform]
     proc = subprocess.run([*cmd, *requirements], capture_output=True, text=True, timeout=900, check=False)
@@ -105,14 +109,17 @@ def _write_adapted(src: Path, dest: Path, verdict: Verdict, download: Downloader
                       "requirements": requirements, "apt": verdict.apt_packages}
     digest = _sha(json.dumps(transformation, sort_keys=True))
     record = {"adapter_sha256": digest, "source": str(src), "source_sha256": tree_sha256(src),
-              "notes": verdict.notes, "ignored": verdict.ignored, **transformation}
+              "notes": verdict.notes, "ignored": verdict.ignored, "base_image": verdict.base_image,
+              "python": verdict.python, **transformation}
     (dest / RECORD).write_text(json.dumps(record, indent=2) + "\n")
     return digest
 
 
 def import_tasks(src: Path, dest: Path, present: Callable[[str], bool], online: bool = False,
-                 download: Downloader = pip_download) -> Manifest:
-    """Import every task folder under ``src`` into ``dest`` (created; an existing task folder is replaced)."""
+                 download: Downloader | None = None) -> Manifest:
+    """Import every task folder under ``src`` into ``dest`` (created; an existing task folder is replaced).
+    ``download`` fetches wheels (default: :func:`pip_download` for the Python of each task's base). The local base
+    images the imported tasks need and ``present`` does not have are listed in ``missing_bases``."""
     src = src.resolve()
     dest.mkdir(parents=True, exist_ok=True)
     manifest = Manifest(source=str(src), online=online)
@@ -132,12 +139,16 @@ def import_tasks(src: Path, dest: Path, present: Callable[[str], bool], online: 
         if verdict.status == "as-is":
             shutil.copytree(folder, target, symlinks=True)
         elif verdict.status == "adapted":
+            fetch = download or partial(pip_download, python=verdict.python or LOCAL_PYTHON)
             try:
-                entry.adapter_sha256 = _write_adapted(folder, target, verdict, download)
+                entry.adapter_sha256 = _write_adapted(folder, target, verdict, fetch)
             except TaskError as exc:
                 shutil.rmtree(target, ignore_errors=True)
                 entry.status = "cannot"
                 verdict.reasons.append(f"the adapter's wheels could not be fetched: {exc.message}")
         manifest.tasks.append(entry)
+        base = verdict.base_image if entry.status in ("as-is", "adapted") else None
+        if base and release_of_image(base) and not present(base) and base not in manifest.missing_bases:
+            manifest.missing_bases.append(base)
     (dest / MANIFEST).write_text(manifest.model_dump_json(indent=2) + "\n")
     return manifest

@@ -1,9 +1,11 @@
 """The offline adapter: what a Harbor (Terminal-Bench 2) task needs that this machine cannot fetch, and the local
 equivalent it is mapped to, as a list of recorded changes, never a silent edit.
 
-A machine without an image registry or the open internet can still reach the Debian archive and the Python package
-index. So, per task: a base image by name becomes ``rise-base:bookworm`` (debootstrap) when it is Debian bookworm
-or a ``python:3.X`` image built on it (the Python version changes to Debian's: recorded); verifier tools that
+A machine without an image registry or the open internet can still reach the Debian and Ubuntu archives and the
+Python package index. So, per task: a base image by name becomes ``rise-base:<release>`` (debootstrap) when it is a
+release of ``trials/environments/releases.py`` (Debian bookworm, trixie, bullseye; Ubuntu noble, jammy) or a
+``python:3.X`` image built on a Debian one (the Python version changes to the release's: recorded), and what
+follows uses that release's Python and pip; verifier tools that
 ``tests/test.sh`` installs at verification time (the uv installer, ``uvx -w pytest==...``, ``pip install``,
 ``apt-get install``) are installed into the image at build time instead, from wheels downloaded on the host and from
 apt. Anything else fetched from the network (a URL in the Dockerfile, ``git clone``, another base image) makes the
@@ -19,19 +21,27 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from trials.environments.releases import BOOKWORM, KNOWN, Release, match_from, release_of_image
+
 from .fields import ignored_settings, refused_settings
 from .model import Task
 
-LOCAL_BASE = "rise-base:bookworm"
-LOCAL_PYTHON = "3.11"  # Debian bookworm's python3
+LOCAL_BASE = BOOKWORM.image  # the default release's, for a Dockerfile whose release is not known
+LOCAL_PYTHON = BOOKWORM.python
 VENV = "/opt/rise-verifier"
 WHEELS_DIR = "rise-wheels"  # inside the build context (environment/)
 WHEELS_IN_IMAGE = "/opt/rise-wheels"
 _APT_PIP = "python3-pip python3-venv python3-dev"
-PIP_FROM_APT = (f"RUN apt-get update && apt-get install -y --no-install-recommends {_APT_PIP} && rm -rf /var/lib/apt/lists/*",
-                "ENV PIP_BREAK_SYSTEM_PACKAGES=1")
-_PYTHON_IMAGE = re.compile(r"^(?:docker\.io/)?(?:library/)?python:(3\.\d+)(?:\.\d+)?(?:-slim)?(?:-bookworm)?$")
-_DEBIAN_IMAGE = re.compile(r"^(?:docker\.io/)?(?:library/)?debian:(?:bookworm|12)(?:[.\d]*)(?:-slim)?$")
+
+
+def pip_from_apt(release: Release) -> tuple[str, ...]:
+    """What a ``python:3.X`` image has beyond the release's python3: pip, venv and headers from apt, and pip let
+    into the system Python where the release marks it externally managed (PEP 668)."""
+    run = f"RUN apt-get update && apt-get install -y --no-install-recommends {_APT_PIP} && rm -rf /var/lib/apt/lists/*"
+    return (run, "ENV PIP_BREAK_SYSTEM_PACKAGES=1") if release.pip_break_system_packages else (run,)
+
+
+PIP_FROM_APT = pip_from_apt(BOOKWORM)
 _UV_INSTALLER = re.compile(r"(?:curl|wget)\b[^|&;]*astral\.sh/uv/(?:([\d.]+)/)?install\.sh[^|]*\|\s*(?:ba)?sh")
 _URL_FETCH = re.compile(r"\b(?:curl|wget)\b[^\n]*?(https?://\S+)|\bgit\s+clone\b[^\n]*?(https?://\S+|git@\S+)")
 _UV_ENV = re.compile(r"^\s*(?:source|\.)\s+\"?\$(?:HOME|\{HOME\})/\.(?:local/bin|cargo)/env\"?\s*$")
@@ -56,6 +66,8 @@ class Verdict(BaseModel):
     reasons: list[str] = Field(default_factory=list)  # why it cannot run here
     ignored: list[str] = Field(default_factory=list)  # task.toml settings without effect here
     notes: list[str] = Field(default_factory=list)  # e.g. a solution that needs the network
+    base_image: str | None = None  # the local base the final stage is built on (rise-base:noble...)
+    python: str | None = None  # the python3 the wheels are for: that base's release's (bookworm's if unknown)
     verifier_requirements: list[str] = Field(default_factory=list)  # wheels for the verifier's venv
     build_requirements: list[str] = Field(default_factory=list)  # wheels for pip installs in the Dockerfile
     apt_packages: list[str] = Field(default_factory=list)  # what test.sh installed with apt
@@ -131,25 +143,29 @@ class _Plan:
         self.apt: list[str] = []
         self.python_image = False
         self.uses_uv = False
+        self.release: Release = BOOKWORM  # the final stage's release (its Python is the verifier's)
+        self.base_image: str | None = None
 
     def change(self, file: str, rule: str, before: str, after: str, why: str) -> None:
         self.changes.append(Change(file=file, rule=rule, before=before.strip(), after=after.strip(), why=why))
 
 
-def _map_base(plan: _Plan, image: str, present: Callable[[str], bool]) -> str | None:
-    """The local image for ``FROM image``, or None (a reason is recorded) when there is none."""
+def _map_base(plan: _Plan, image: str, present: Callable[[str], bool]) -> tuple[str | None, Release, bool]:
+    """The local image for ``FROM image`` (None, with a reason recorded, when there is none), its release, and
+    whether it stands for a ``python:3.X`` image."""
+    found = match_from(image)
+    release = found[0] if found else BOOKWORM
     if present(image):
-        return image
-    if m := _PYTHON_IMAGE.match(image):
+        return image, release, False
+    if found is None:
+        plan.reasons.append(f"base image {image}: no registry here and no local equivalent (debootstrap makes "
+                            f"{KNOWN}); build or pull it and name it in RISE_BASE_IMAGE_MAP")
+        return None, release, False
+    if python := found[1]:
         plan.python_image = True
-        if m.group(1) != LOCAL_PYTHON:
-            plan.notes.append(f"Python {m.group(1)} of {image} becomes Debian bookworm's python3 {LOCAL_PYTHON}")
-        return LOCAL_BASE
-    if _DEBIAN_IMAGE.match(image):
-        return LOCAL_BASE
-    plan.reasons.append(f"base image {image}: no registry here and no local equivalent (debootstrap makes "
-                        f"Debian bookworm only); build or pull it and name it in RISE_BASE_IMAGE_MAP")
-    return None
+        if python != release.python:
+            plan.notes.append(f"Python {python} of {image} becomes {release.label}'s python3 {release.python}")
+    return release.image, release, python is not None
 
 
 def _adapt_dockerfile(plan: _Plan, text: str, present: Callable[[str], bool]) -> str:
@@ -157,11 +173,13 @@ def _adapt_dockerfile(plan: _Plan, text: str, present: Callable[[str], bool]) ->
     for lineno, last, line in _logical_spans(text):
         m = re.match(r"^\s*FROM\s+(?:--\S+\s+)*(\S+)(.*)$", line, flags=re.IGNORECASE)
         if m:
-            image, new = m.group(1), _map_base(plan, m.group(1), present)
+            image = m.group(1)
+            new, release, python_image = _map_base(plan, image, present)
+            plan.base_image = new
             if new and new != image:
                 after = f"FROM {new}{m.group(2)}"
-                if plan.python_image:  # what a python:3.X image has beyond Debian's python3
-                    after += "\n" + "\n".join(PIP_FROM_APT)
+                if python_image:  # what a python:3.X image has beyond the release's python3
+                    after += "\n" + "\n".join(pip_from_apt(release))
                 plan.change("environment/Dockerfile", "base-image", line, after,
                             f"{image} cannot be pulled here; {new} is its local equivalent (debootstrap)")
                 lines[lineno - 1] = after
@@ -187,7 +205,7 @@ def _uv_in_build(plan: _Plan, lineno: int, line: str) -> str:
     if m := _UV_INSTALLER.search(line):
         plan.uses_uv = True
         new = new.replace(m.group(0), f"pip install uv{'==' + m.group(1) if m.group(1) else ''}")
-    new = re.sub(r"(\buv\s+venv\b[^&;|]*?(?:-p|--python)[ =])(3\.\d+)\b", rf"\g<1>{LOCAL_PYTHON}", new)
+    new = re.sub(r"(\buv\s+venv\b[^&;|]*?(?:-p|--python)[ =])(3\.\d+)\b", rf"\g<1>{plan.release.python}", new)
     if new != line:
         plan.change("environment/Dockerfile", "uv", line, new, "the uv installer is fetched from the internet; "
                     "the same uv release is a wheel on the package index; uv's Python is the image's")
@@ -202,7 +220,7 @@ def _wheels_first(plan: _Plan, lines: list[str]) -> list[str]:
         env += f" UV_OFFLINE=1 UV_FIND_LINKS={WHEELS_IN_IMAGE} UV_PYTHON_DOWNLOADS=never"
     head.append(env)
     if not plan.python_image:
-        head = [*PIP_FROM_APT, *head]
+        head = [*pip_from_apt(plan.release), *head]
     plan.change("environment/Dockerfile", "pip-wheels", "", "\n".join(head),
                 "pip (and uv) installs in the build read wheels downloaded on the host (the index is not "
                 "reachable from a build here)")
@@ -270,8 +288,8 @@ def _uvx(plan: _Plan, words: list[str]) -> tuple[str, str]:
         return "", "uvx without a command"
     tool = command[0].split("==")[0]
     plan.verifier_reqs += with_reqs + ([command[0]] if command[0] not in " ".join(with_reqs) else [])
-    if python and python != LOCAL_PYTHON:
-        plan.notes.append(f"the verifier's Python {python} becomes {LOCAL_PYTHON} (Debian bookworm)")
+    if python and python != plan.release.python:
+        plan.notes.append(f"the verifier's Python {python} becomes {plan.release.python} ({plan.release.label})")
     why = f"uvx fetches its tools at verification time; they are in {VENV}"
     return shlex.join([f"{VENV}/bin/{tool}", *command[1:]]), why
 
@@ -291,6 +309,9 @@ def plan(task: Task, present: Callable[[str], bool], online: bool = False) -> Ve
             p.notes.append(f"the prebuilt image {image} is not here: environment/Dockerfile is built instead")
     new_docker, new_test = None, None
     if not online and dockerfile_text is not None:
+        froms = re.findall(r"^\s*FROM\s+(?:--\S+\s+)*(\S+)", dockerfile_text, flags=re.IGNORECASE | re.MULTILINE)
+        found = match_from(froms[-1]) if froms else None  # the last stage's release, before test.sh is read
+        p.release = found[0] if found else BOOKWORM
         test_text = task.test_script.read_text() if task.test_script.is_file() else ""
         adapted_test = _adapt_test_sh(p, test_text)
         adapted_docker = _adapt_dockerfile(p, dockerfile_text, present)
@@ -301,10 +322,14 @@ def plan(task: Task, present: Callable[[str], bool], online: bool = False) -> Ve
         p.reasons += _scripts_that_fetch(task)
         new_docker = adapted_docker if adapted_docker != dockerfile_text else None
         new_test = adapted_test if adapted_test != test_text else None
+        if (built := release_of_image(p.base_image or "")) and not present(built.image):
+            p.notes.append(f"{built.image} is not built here yet: `rise images base --release {built.codename}` "
+                           "builds it (the docker sandbox also builds it the first time a task needs it)")
     p.notes += _solution_needs(task)
     status = "cannot" if p.reasons else ("adapted" if p.changes else "as-is")
     return Verdict(task=task.name, status=status, changes=p.changes, reasons=list(dict.fromkeys(p.reasons)),
-                   ignored=ignored_settings(task.config), notes=p.notes,
+                   ignored=ignored_settings(task.config), notes=p.notes, base_image=p.base_image,
+                   python=p.release.python if p.base_image else None,
                    verifier_requirements=sorted(set(p.verifier_reqs)), build_requirements=sorted(set(p.build_reqs)),
                    apt_packages=sorted(set(p.apt)), dockerfile=new_docker, test_sh=new_test)
 
