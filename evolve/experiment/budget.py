@@ -2,7 +2,8 @@
 
 - :func:`check_budget`: ``budgets.max_trials`` and ``budgets.max_usd`` of experiment.toml, checked by the round
   controller before each grid.
-- :class:`LoopBudget`: the limits of ``rise evolve``, checked before each unit of work (a role call, a grid, a round).
+- :class:`LoopBudget`: the limits of ``rise evolve``, checked before each unit of work (a role call, a grid, a round);
+  :func:`arm_deadline`: the wall-time limit inside a long unit too.
 
 
 Spend is read back from what is on disk, so a resumed loop counts everything earlier runs spent:
@@ -15,7 +16,11 @@ that would exceed the budget, not after it.
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -116,3 +121,30 @@ def check_budget(exp: Experiment) -> None:
                               f"budgets.max_trials = {budgets.max_trials}")
     if budgets.max_usd is not None and usd >= budgets.max_usd:
         raise GridBudgetSpent(f"{exp.config_path}: budget spent: ${usd:.4f}, budgets.max_usd = {budgets.max_usd}")
+
+
+# A unit that ends within this margin after the deadline stops the loop cleanly (LoopBudget.check) before the
+# watchdog below has to cut anything off.
+DEADLINE_GRACE_SEC = 60.0
+
+
+def arm_deadline(max_seconds: float, say: Callable[[str], None], grace: float = DEADLINE_GRACE_SEC,
+                 stop: Callable[[], None] | None = None) -> threading.Timer:
+    """``rise evolve --max-hours``: the loop checks its wall time between units (:meth:`LoopBudget.check`), but a
+    unit can last hours (a reference corpus of 136 trials). This watchdog stops the process ``grace`` seconds after
+    the deadline if it is still running, as a kill would (SIGTERM: trials in flight are cut off; ``--resume``
+    moves them aside and reruns them; nothing finished is lost or done twice). Daemon: it dies with a process
+    that stopped by itself. ``stop`` replaces the SIGTERM (tests)."""
+
+    def fire() -> None:
+        say(f"wall-time budget: {max_seconds / 3600:g} h reached inside a unit; stopping now as a kill would "
+            "(what is in flight is cut off; rerun with --resume to go on)")
+        if stop is not None:
+            stop()
+        else:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    timer = threading.Timer(max(max_seconds + grace, 0.0), fire)
+    timer.daemon = True
+    timer.start()
+    return timer

@@ -118,7 +118,9 @@ def evolve_cmd(
     max_usd: Annotated[float | None, typer.Option(help="$ for role calls and trials (default: budgets.max_usd)")]
     = None,
     max_tokens: Annotated[int | None, typer.Option(help="tokens of role calls")] = None,
-    max_hours: Annotated[float | None, typer.Option(help="wall time of this invocation")] = None,
+    max_hours: Annotated[float | None, typer.Option(
+        help="wall time of this invocation: checked before each unit, and a unit still running a minute past it "
+             "(a grid of hours) is cut off as a kill would; --resume goes on")] = None,
     max_pairs: Annotated[int | None, typer.Option(help="at most this many success/failure pairs analysed")]
     = None,
     tiers: Annotated[str, typer.Option(help="mechanism tiers a proposal may take, comma-separated: settings, "
@@ -154,6 +156,10 @@ def evolve_cmd(
                              max_hours=max_hours, max_pairs=max_pairs,
                              tiers=[t.strip() for t in tiers.split(",") if t.strip()])
         check = preflight(exp, lambda s: _out.print(s, markup=False, soft_wrap=True), force, candidates)
+        if max_hours:  # also inside a unit (a grid of hours): stopped as a kill would, resumable
+            from evolve.experiment.budget import arm_deadline
+
+            arm_deadline(max_hours * 3600, lambda s: _err.print(s, markup=False, soft_wrap=True))
         report = Evolution(exp, opts, progress=progress, say=lambda s: _out.print(s, markup=False),
                            preflight=check).run()
     except PowerRefusal as exc:
