@@ -57,6 +57,7 @@ class NightRecord:
     out: Path
     sizes: dict[str, int] = field(default_factory=dict)  # file (relative to out) -> bytes
     screenshot: str = ""  # what became of the screenshot
+    snapshot: str = ""  # the snapshot beside the record (``rise record --snapshot``), in words; "" when none
 
     @property
     def total(self) -> int:
@@ -175,9 +176,14 @@ def _files(exp: Experiment) -> dict[str, str | bytes]:
     return files
 
 
-def write_record(exp: Experiment, out: Path, take_screenshot: bool = True) -> NightRecord:
+SNAPSHOT = "snapshot.tar.xz"
+
+
+def write_record(exp: Experiment, out: Path, take_screenshot: bool = True, snapshot: bool = False) -> NightRecord:
     """Write the night's record of ``exp`` into ``out`` (see the module docstring); files of an earlier run are
-    replaced, and a screenshot not taken this time is removed rather than left stale."""
+    replaced, and a screenshot not taken this time is removed rather than left stale. With ``snapshot``, the whole
+    experiment is packed beside it (:mod:`evolve.experiment.snapshot`), so the night can resume on a machine that
+    has lost it; an older snapshot there is left as it is when none is taken."""
     out = Path(out).absolute()
     if out.resolve().is_relative_to(exp.root.resolve()):
         raise ValueError(f"{out}: the record may not be written inside the experiment {exp.root}")
@@ -197,6 +203,18 @@ def write_record(exp: Experiment, out: Path, take_screenshot: bool = True) -> Ni
             rec.sizes["report.png"] = (out / "report.png").stat().st_size
     else:
         rec.screenshot = "not taken: --no-screenshot"
+    if snapshot:
+        from evolve.experiment.snapshot import save
+
+        save(exp, out / SNAPSHOT)
+    if (out / SNAPSHOT).is_file():
+        from evolve.experiment.snapshot import read
+
+        info = read(out / SNAPSHOT)
+        rec.snapshot = (f"[{SNAPSHOT}]({SNAPSHOT}), {info.size:,} bytes: the whole experiment as it was at "
+                        f"{info.taken[:19]} UTC ({info.events} ledger events), traces and harness repository "
+                        f"included, to resume the night where that machine is gone: `rise restore` unpacks it "
+                        f"(`bash scripts/run.sh --restore {SNAPSHOT}` does that, then resumes)")
     _write_index(exp, rec)
     return rec
 
@@ -213,7 +231,8 @@ def _write_index(exp: Experiment, rec: NightRecord) -> None:
         sizes = {**rec.sizes, "README.md": size}
         rows = [{"name": n, "size": s, "what": WHAT.get(n) or WHAT_SHOW} for n, s in sorted(sizes.items())]
         text = _render("night.md.j2", name=exp.config.name, written=written, root=exp.root,
-                       state=f"State: {state}.", total=sum(sizes.values()), files=rows, screenshot=rec.screenshot)
+                       state=f"State: {state}.", total=sum(sizes.values()), files=rows, screenshot=rec.screenshot,
+                       snapshot=rec.snapshot)
         if len(text.encode("utf-8")) == size:
             break
         size = len(text.encode("utf-8"))

@@ -97,7 +97,50 @@ def status_cmd(
     print_status(exp, console)
 
 
+def snapshot_cmd(
+    name: ExpName,
+    output: Annotated[Path, typer.Option("-o", "--output", help="file to write (.tar.xz), outside the experiment")],
+    runs_dir: RunsDir = Path("runs"),
+) -> None:
+    """Pack the whole experiment (ledger, config, harness repository, every grid and trial with its traces) into
+    one file, to carry a night that is stopped onto another machine or checkout: `rise restore` unpacks it and
+    `rise evolve --resume` goes on. Refused while a round holds the experiment. Unlike `rise record`, it holds the
+    traces: the stages after a grid read them."""
+    from evolve.experiment.lock import ExperimentLocked
+    from evolve.experiment.snapshot import save
+
+    try:
+        info = save(open_experiment(name, runs_dir), output)
+    except (StoreError, ExperimentLocked, OSError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1) from None
+    console.print(f"wrote {info.line()}", markup=False, highlight=False)
+
+
+def restore_cmd(
+    snapshot: Annotated[Path, typer.Argument(help="a file written by `rise snapshot`")],
+    runs_dir: RunsDir = Path("runs"),
+    show: Annotated[bool, typer.Option("--show", help="only say what the snapshot holds")] = False,
+) -> None:
+    """Unpack a snapshot into RUNS_DIR/<its experiment's name>, where no experiment of that name may exist; then
+    `rise evolve NAME --resume` (or `bash scripts/run.sh`) goes on from where it was taken: the trial that was in
+    flight then is moved aside and run again."""
+    from evolve.experiment.snapshot import read, restore
+
+    try:
+        if show:
+            console.print(read(snapshot).line(), markup=False, highlight=False)
+            return
+        info, exp = restore(snapshot, runs_dir)
+    except (StoreError, OSError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1) from None
+    console.print(f"restored {exp.root} from {info.line()}", markup=False, highlight=False)
+
+
 def register(app: typer.Typer) -> None:
     app.command("init")(init_cmd)
     app.command("freeze")(freeze_cmd)
     app.command("status")(status_cmd)
+    app.command("snapshot")(snapshot_cmd)
+    app.command("restore")(restore_cmd)

@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 
+from evolve.experiment.lock import ExperimentLocked
 from evolve.experiment.store import StoreError, open_experiment
 from rise.commands import console as _console
 
@@ -97,6 +98,9 @@ def record_cmd(
     runs_dir: Annotated[Path, typer.Option(help="where experiments live", envvar="RISE_RUNS_DIR")] = Path("runs"),
     screenshot: Annotated[bool, typer.Option("--screenshot/--no-screenshot", help="the report in headless "
                                              "Chromium, when one is on PATH")] = True,
+    snapshot: Annotated[bool, typer.Option("--snapshot", help="also pack the whole experiment, traces included, "
+                                           "into snapshot.tar.xz beside the record (`rise snapshot`): what a "
+                                           "machine that has lost the night needs to resume it")] = False,
 ) -> None:
     """The night's compact record, to commit at every stop: the frozen config, the ledger, one line per trial,
     the power lines, each decision with its numbers, time per stage, stops and resumes, rise status / show /
@@ -108,12 +112,15 @@ def record_cmd(
         exp = open_experiment(name, runs_dir)
         led = exp.ledger
         day = led.events[0].ts[:10] if led.events else dt.datetime.now(dt.UTC).date().isoformat()
-        rec = write_record(exp, output or Path("docs") / "nights" / day, take_screenshot=screenshot)
-    except (StoreError, ValueError, OSError) as exc:
+        rec = write_record(exp, output or Path("docs") / "nights" / day, take_screenshot=screenshot,
+                           snapshot=snapshot)
+    except (StoreError, ExperimentLocked, ValueError, OSError) as exc:
         _err.print(f"[red]error:[/] {exc}")
         raise typer.Exit(1) from None
     _out.print(f"wrote {rec.out}: {len(rec.sizes)} files, {rec.total:,} bytes ({rec.total / 1024:.1f} KiB); "
                f"screenshot: {rec.screenshot}", markup=False)
+    if rec.snapshot:
+        _out.print(f"snapshot: {rec.snapshot}", markup=False)
 
 
 def register(app: typer.Typer) -> None:
