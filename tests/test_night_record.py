@@ -199,7 +199,9 @@ def test_record_of_a_night_in_progress(tmp_path):
         "decode_tok_s": "20.0", "arm": "reference"}
     assert json.loads((out / "decisions.json").read_text()) == []
     assert "No decision booked yet." in (out / "decisions.md").read_text()
-    assert "No round started yet." in (out / "morning.md").read_text()
+    morning = (out / "morning.md").read_text()  # says where the night stands, not only that nothing is decided
+    assert "No round started yet" in morning and "grid versions/v0/reference: 3 of 4 trials done, 1 left" in morning
+    assert "3 of 4 trials done" in (out / "report.html").read_text()
     assert "the prior's" in (out / "power.md").read_text()
     resumes = (out / "resumes.md").read_text()
     assert "trial attempt moved aside before its rerun: versions/v0/reference/beta__r2.attempt-1" in resumes
@@ -238,4 +240,4 @@ def test_record_of_an_experiment_just_made(tmp_path):
     assert "No event booked yet." in (out / "stages.md").read_text()
     assert "nothing recorded yet" in (out / "resumes.md").read_text() and "- nothing ran yet" in (
         out / "resumes.md").read_text()
-    assert (out / "ledger.jsonl").read_bytes() == b"" and "No round started yet." in (out / "morning.md").read_text()
+    assert (out / "ledger.jsonl").read_bytes() == b"" and "No round started yet" in (out / "morning.md").read_text()

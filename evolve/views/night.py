@@ -169,7 +169,8 @@ def _files(exp: Experiment) -> dict[str, str | bytes]:
         "resumes.md": "\n".join(_resumes_lines(exp, checked, trials)) + "\n",
         "status.txt": _status_text(exp),
         "audit.txt": "\n".join(checked.lines()) + "\n",
-        "morning.md": _render("morning.md.j2", name=exp.config.name, rounds=report.morning),
+        "morning.md": _render("morning.md.j2", name=exp.config.name, rounds=report.morning,
+                               night=report.night),
         "report.html": render_report(report),
         **_show_texts(exp, report),
     }
@@ -214,9 +215,17 @@ def write_record(exp: Experiment, out: Path, take_screenshot: bool = True, snaps
         rec.snapshot = (f"[{SNAPSHOT}]({SNAPSHOT}), {info.size:,} bytes: the whole experiment as it was at "
                         f"{info.taken[:19]} UTC ({info.events} ledger events), traces and harness repository "
                         f"included, to resume the night where that machine is gone: `rise restore` unpacks it "
-                        f"(`bash scripts/run.sh --restore {SNAPSHOT}` does that, then resumes)")
+                        f"(`bash scripts/run.sh --restore {_shown(out / SNAPSHOT)}` does that, then resumes)")
     _write_index(exp, rec)
     return rec
+
+
+def _shown(path: Path) -> str:
+    """``path`` as a command run from the current folder (the checkout) would name it."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 def _write_index(exp: Experiment, rec: NightRecord) -> None:

@@ -106,6 +106,7 @@ class Report:
     evolution: list[Any] = field(default_factory=list)  # evolve.views.rounds.RoundRecord per rise evolve round
     morning: list[Any] = field(default_factory=list)  # evolve.views.morning.MorningRound per started round
     time: list[Any] = field(default_factory=list)  # evolve.views.timing.TimeRow per grid: time split and load
+    night: list[str] = field(default_factory=list)  # where the night stands (evolve.views.resume), as rise status
 
     @property
     def total_spend(self) -> CostSummary:
@@ -245,6 +246,9 @@ def build_report(exp: Experiment) -> Report:
     from evolve.views.morning import morning_rounds
 
     report.morning = morning_rounds(exp, report)
+    from evolve.views.resume import render_summary, resume_summary
+
+    report.night = render_summary(resume_summary(exp))
     report.time = time_rows(columns)
     report.plots = {"pass_rate": pass_rate_plot(columns), "heatmap": heatmap_plot(tasks, columns),
                     "outcomes": outcomes_plot(columns), "cost": cost_plot(columns)}
