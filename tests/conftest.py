@@ -68,3 +68,29 @@ def flaky_server():
         pytest.skip(why)
     with ScriptedServer(FlakyClaimer(), model="scripted") as srv:
         yield srv
+
+
+@pytest.fixture(scope="session")
+def seed_trial_on_bundled_model(tmp_path_factory):
+    """One real seed trial of hello-file through ``rise eval`` on the bundled 0.5B (local sandbox, tmux, at most 2
+    episodes, ``SEED_TRIAL_CAP`` tokens a reply, seed 7, temperature 0), run once for the tests that read it
+    (tests/test_seed_model.py, tests/test_runner_seed_model.py, tests/test_inference_bundled_model.py): each ran
+    the same trial of its own, most of a minute of the model worker apiece. Yields ``(rise eval's process, the
+    job folder, its --json file)``; the tests assert its exit. Skips, naming the part, where the sandbox, tmux or
+    the model is missing."""
+    import shutil
+
+    from tests.fakes.bundled import SEED_TRIAL_CAP, TEST_MODEL, bundled_server
+    from tests.test_runner_sandbox import STARTER, _need_parts, rise_eval
+
+    _need_parts()
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is needed by the seed harness")
+    tmp = tmp_path_factory.mktemp("seed-trial")
+    job, out = tmp / "job", tmp / "res.json"
+    with bundled_server("test-seed-trial", ctx=8192, parallel=1, model=TEST_MODEL) as (_, spec):
+        done = rise_eval("--tasks", str(STARTER), "--task", "hello-file", "--agent", "seed", "--env", "local",
+                         "--base-url", spec.base_url, "--model", spec.model, "--setting", "terminus.max_episodes=2",
+                         "--setting", f"model.max_tokens={SEED_TRIAL_CAP}", "--setting", "model.seed=7",
+                         "--setting", "model.temperature=0", "--job-dir", str(job), "--json", str(out), timeout=450)
+    yield done, job, out

@@ -65,11 +65,20 @@ def test_benchmark_imports_no_test_module(script):
     assert "tests" not in imported_modules(script), f"{script.name} imports from tests/: move the shared part"
 
 
+def _part_marks(script: Path) -> list:
+    """The heavy shared part a benchmark's quick run starts: a local Ray cluster (``ray_*``) or real bundled model
+    servers (``ServerProcess.bundled``, as inference.py does)."""
+    if script.stem.startswith("ray_"):
+        return [pytest.mark.ray]
+    return [pytest.mark.model] if "ServerProcess.bundled(" in script.read_text() else []
+
+
 def _quick_params() -> list:
-    """One case per benchmark; the one that starts a local Ray cluster carries the ``ray`` mark, so ``-m "not
-    ray"`` keeps Ray out as it does for the Ray tests."""
-    return [pytest.param(p, marks=pytest.mark.ray, id=p.stem) if p.stem.startswith("ray_")
-            else pytest.param(p, id=p.stem) for p in benchmark_scripts(BENCHMARKS)]
+    """One case per benchmark, marked with the part it starts, so ``-m "not ray"`` / ``-m "not model"`` keep it out
+    as they do the Ray and model tests, and under xdist it runs on that part's worker (tests/xdist_groups.py):
+    the inference benchmark's two llama-servers never beside a model test's, whose turn limits assume a server
+    with the machine to itself."""
+    return [pytest.param(p, marks=_part_marks(p), id=p.stem) for p in benchmark_scripts(BENCHMARKS)]
 
 
 @pytest.mark.parametrize("script", _quick_params())

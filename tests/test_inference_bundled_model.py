@@ -8,7 +8,6 @@ It asserts what the server reports and where it lands, never what the 0.5B model
 from __future__ import annotations
 
 import json
-import shutil
 
 import httpx
 import pytest
@@ -20,8 +19,6 @@ from rise.cli import app
 from tests.fakes.bundled import bundled_server
 from trials.endpoints.client import ModelClient
 from trials.results import TrialResult
-
-from .test_runner_sandbox import STARTER, _need_parts, rise_eval
 
 MODEL = "qwen2.5-coder-0.5b"
 CAP = 64
@@ -58,16 +55,9 @@ async def test_server_timings_reach_the_client():
     assert pair.timings.requests == 1 and pair.timings.predicted_n <= CAP
 
 
-def test_real_trial_records_the_servers_timings(tmp_path):
-    _need_parts()
-    if shutil.which("tmux") is None:
-        pytest.skip("tmux is needed by the seed harness")
-    with bundled_server("test-timings-trial", ctx=8192, parallel=1, model=MODEL) as (_, spec):
-        done = rise_eval("--tasks", str(STARTER), "--task", "hello-file", "--agent", "seed", "--env", "local",
-                         "--base-url", spec.base_url, "--model", spec.model, "--setting", "terminus.max_episodes=2",
-                         "--setting", f"model.max_tokens={CAP}", "--setting", "model.seed=7",
-                         "--setting", "model.temperature=0", "--job-dir", str(tmp_path / "job"), timeout=450)
-    trial = tmp_path / "job" / "hello-file__r1"
+def test_real_trial_records_the_servers_timings(seed_trial_on_bundled_model):
+    done, job, _ = seed_trial_on_bundled_model  # tests/conftest.py: the seed trial the model tests share
+    trial = job / "hello-file__r1"
     assert done.returncode == 0, done.stdout + done.stderr
     calls = model_calls(TrialTrace.load(trial))
     assert calls and all(t.source == "llamacpp" and t.prompt_ms > 0 and t.predicted_ms > 0 for _, t in calls)

@@ -41,8 +41,10 @@ def test_adapted_uvx_and_pip_verifiers_pass_the_oracle_in_docker(tmp_path):
     assert [t.status for t in manifest.tasks] == ["adapted", "adapted", "adapted"]
     wheels = json.loads((tmp_path / "out" / "sum-column" / RECORD).read_text())["wheels"]
     assert any(name.startswith("pytest-8.4.1") for name in wheels)
+    # the three tasks at once (-c 3): independent trials (each its own image and container), and a cold build
+    # spends much of its time fetching from the package archives, not computing
     proc = subprocess.run([sys.executable, "-m", "rise.cli", "eval", "--no-progress", "--tasks", str(tmp_path / "out"),
-                           "--agent", "oracle", "--env", "docker", "-r", "1", "-c", "1", "--job-dir",
+                           "--agent", "oracle", "--env", "docker", "-r", "1", "-c", "3", "--job-dir",
                            str(tmp_path / "job")],
                           cwd=REPO, capture_output=True, text=True, timeout=1500, check=False,
                           env={**os.environ, "COLUMNS": "200"})

@@ -13,6 +13,7 @@ from trials.endpoints.serve import ServerProcess, free_port
 from trials.endpoints.spec import EndpointSpec
 
 TEST_MODEL = "qwen2.5-coder-0.5b"
+SEED_TRIAL_CAP = 256  # tokens a reply on the seed trial the model tests share (tests/conftest.py)
 
 
 def big_model_skip_reason(model: str) -> str | None:
