@@ -23,6 +23,10 @@ if [ "${1:-}" = "--restore" ]; then
   [ -f "$restore" ] || { echo "--restore: no file $restore" >&2; exit 2; }
   restore="$(cd "$(dirname "$restore")" && pwd)/$(basename "$restore")"
   shift 2
+  if [ -e "$RUNS/demo" ]; then  # before the set-up: a refusal costs nothing
+    echo "--restore: $RUNS/demo exists; a snapshot never replaces an experiment (move it away first)" >&2
+    exit 2
+  fi
 fi
 RISE_SETUP_MODELS="${RISE_SETUP_MODELS:-qwen2.5-coder-1.5b qwen2.5-coder-0.5b}" bash scripts/setup.sh
 if ! python3 -c 'import httpx, sys; sys.exit(httpx.get("http://127.0.0.1:8080/health", timeout=3).status_code != 200)' \
@@ -37,10 +41,6 @@ if ! python3 -c 'import httpx, sys; sys.exit(httpx.get("http://127.0.0.1:8081/he
     echo "the 0.5B did not start: the transfer's second-model part will be recorded as skipped" >&2
 fi
 if [ -n "$restore" ]; then
-  if [ -e "$RUNS/demo" ]; then
-    echo "--restore: $RUNS/demo exists; a snapshot never replaces an experiment (move it away first)" >&2
-    exit 2
-  fi
   rise restore "$restore" --runs-dir "$RUNS"
 fi
 if [ ! -f "$RUNS/demo/experiment.toml" ]; then  # its presence means the experiment exists (rise init writes it last)

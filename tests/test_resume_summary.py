@@ -204,3 +204,33 @@ def test_a_moved_aside_attempt_is_no_grid(tmp_path: Path) -> None:
                          status="passed", trial_dir="x"))
     s = resume_summary(exp)
     assert s.grid is not None and (s.grid.done, s.grid.left) == (1, 3)
+
+
+def test_run_sh_restore_unpacks_a_snapshot_first_and_never_over_an_experiment(tmp_path: Path) -> None:
+    co, log, env = _stub_checkout(tmp_path)
+    runs = tmp_path / "elsewhere"
+    snap = co / "docs" / "nights" / "d" / "snapshot.tar.xz"
+    snap.parent.mkdir(parents=True)
+    snap.write_bytes(b"x")
+    env = {**env, "RISE_RUNS_DIR": str(runs)}
+    # no experiment: a new one is made, and the snapshot it could have resumed is named, never restored unasked
+    out = subprocess.run(["bash", str(co / "scripts" / "run.sh")], env=env, capture_output=True, text=True,
+                         timeout=120, check=True)
+    assert "docs/nights/d/snapshot.tar.xz" in out.stderr and "--restore" in out.stderr
+    assert not any(c.startswith("restore ") for c in log.read_text().splitlines())
+    log.unlink()
+    out = subprocess.run(["bash", str(co / "scripts" / "run.sh"), "--restore", str(snap), "--max-hours", "1"],
+                         env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 0, out.stderr
+    calls = [c.split() for c in log.read_text().splitlines() if not c.startswith("serve ")]
+    assert calls[0] == ["restore", str(snap), "--runs-dir", str(runs)]
+    assert calls[-1][:2] == ["evolve", "demo"] and calls[-1][-2:] == ["--max-hours", "1"]
+    # an experiment there: refused before any set-up or call; a missing file: refused
+    (runs / "demo").mkdir(parents=True)
+    log.unlink()
+    out = subprocess.run(["bash", str(co / "scripts" / "run.sh"), "--restore", str(snap)], env=env,
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 2 and "never replaces an experiment" in out.stderr and not log.exists()
+    out = subprocess.run(["bash", str(co / "scripts" / "run.sh"), "--restore", str(tmp_path / "no.tar.xz")], env=env,
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 2 and "no file" in out.stderr and not log.exists()
