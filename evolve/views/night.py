@@ -108,12 +108,11 @@ def _stages_lines(exp: Experiment, report: Report) -> list[str]:
     return out if report.time else [*out, "No grid has results yet."]
 
 
-def _resumes_lines(exp: Experiment, checked: Audit, trials: list[dict]) -> list[str]:
-    from evolve.views.resume import render_summary, resume_summary
+def _resumes_lines(exp: Experiment, night: list[str], checked: Audit, trials: list[dict]) -> list[str]:
     from evolve.views.stretches import stop_lines
 
     return ["# Stops and resumes", "", "## Where the night stands", "", "```",
-            *render_summary(resume_summary(exp)), "```", "", *stop_lines(exp, trials, checked)]
+            *night, "```", "", *stop_lines(exp, trials, checked)]
 
 
 def _trials_csv(rows: list[dict]) -> str:
@@ -153,8 +152,9 @@ def screenshot(page: Path, png: Path, browser: str | None) -> str:
     return f"`report.png`, the report's first {WINDOW.split(',')[1]} px at {WINDOW.split(',')[0]} wide ({browser})"
 
 
-def _files(exp: Experiment) -> dict[str, str | bytes]:
-    """Every file of the record but the screenshot and the index, by its name in the record."""
+def _files(exp: Experiment) -> tuple[dict[str, str | bytes], Report]:
+    """Every file of the record but the screenshot and the index, by its name in the record; and the report they
+    were read from."""
     report = build_report(exp)
     checked = audit(exp)
     trials = tables.trial_rows(exp)
@@ -166,7 +166,7 @@ def _files(exp: Experiment) -> dict[str, str | bytes]:
         "decisions.json": json.dumps(records, indent=1, default=str) + "\n",
         "power.md": "\n".join(_power_lines(exp, report)) + "\n",
         "stages.md": "\n".join(_stages_lines(exp, report)) + "\n",
-        "resumes.md": "\n".join(_resumes_lines(exp, checked, trials)) + "\n",
+        "resumes.md": "\n".join(_resumes_lines(exp, report.night, checked, trials)) + "\n",
         "status.txt": _status_text(exp),
         "audit.txt": "\n".join(checked.lines()) + "\n",
         "morning.md": _render("morning.md.j2", name=exp.config.name, rounds=report.morning,
@@ -174,7 +174,7 @@ def _files(exp: Experiment) -> dict[str, str | bytes]:
         "report.html": render_report(report),
         **_show_texts(exp, report),
     }
-    return files
+    return files, report
 
 
 SNAPSHOT = "snapshot.tar.xz"
@@ -188,7 +188,7 @@ def write_record(exp: Experiment, out: Path, take_screenshot: bool = True, snaps
     out = Path(out).absolute()
     if out.resolve().is_relative_to(exp.root.resolve()):
         raise ValueError(f"{out}: the record may not be written inside the experiment {exp.root}")
-    files = _files(exp)
+    files, report = _files(exp)
     out.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(out / "show", ignore_errors=True)  # versions and candidates as they are now
     rec = NightRecord(out)
@@ -204,19 +204,15 @@ def write_record(exp: Experiment, out: Path, take_screenshot: bool = True, snaps
             rec.sizes["report.png"] = (out / "report.png").stat().st_size
     else:
         rec.screenshot = "not taken: --no-screenshot"
-    if snapshot:
-        from evolve.experiment.snapshot import save
+    from evolve.experiment.snapshot import read, save
 
-        save(exp, out / SNAPSHOT)
-    if (out / SNAPSHOT).is_file():
-        from evolve.experiment.snapshot import read
-
-        info = read(out / SNAPSHOT)
+    info = save(exp, out / SNAPSHOT) if snapshot else read(out / SNAPSHOT) if (out / SNAPSHOT).is_file() else None
+    if info is not None:
         rec.snapshot = (f"[{SNAPSHOT}]({SNAPSHOT}), {info.size:,} bytes: the whole experiment as it was at "
                         f"{info.taken[:19]} UTC ({info.events} ledger events), traces and harness repository "
                         f"included, to resume the night where that machine is gone: `rise restore` unpacks it "
                         f"(`bash scripts/run.sh --restore {_shown(out / SNAPSHOT)}` does that, then resumes)")
-    _write_index(exp, rec)
+    _write_index(exp, rec, report.night[0])
     return rec
 
 
@@ -228,12 +224,10 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
-def _write_index(exp: Experiment, rec: NightRecord) -> None:
+def _write_index(exp: Experiment, rec: NightRecord, night: str) -> None:
     """``README.md``: every file with its size and the total, this index's own size included (rendered until the
     size it states is its own)."""
-    from evolve.views.resume import render_summary, resume_summary
-
-    state = render_summary(resume_summary(exp))[0].removeprefix(f"{exp.root}: ")
+    state = night.removeprefix(f"{exp.root}: ")
     written = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")[:19]
     size, text = 0, ""
     for _ in range(8):
