@@ -1,6 +1,7 @@
 """Base images of other releases (trials/environments/releases.py): the table, the FROM spellings the offline
 adapter maps to each, the Python and pip facts the adapted files use, the debootstrap command line each release
-gets (subprocess faked), the refusal without the Ubuntu keyring; and one real build of ``rise-base:noble``."""
+gets (subprocess faked), the Ubuntu keyring fetched from the Debian archive (faked, and once for real), the refusal
+when it cannot be had; and one real build of ``rise-base:noble``."""
 
 from __future__ import annotations
 
@@ -252,11 +253,25 @@ class FakeRun:
         self.commands: list[list[str]] = []
         self.sources: str | None = None
         self.fail: str | None = None  # the program that exits 1
+        self.apt_fails_for: set[str] = set()  # suites whose apt-get update exits 1
+        self.package_in: set[str] = set()  # suites whose index has ubuntu-keyring
 
-    def __call__(self, cmd, **_kwargs):
+    def __call__(self, cmd, cwd=None, **_kwargs):
         self.commands.append(list(cmd))
         if cmd[0] == self.fail:
             return SimpleNamespace(returncode=1)
+        if cmd[0] == "apt-get":  # the keyring fetch: the suite is in the private sources.list
+            listed = next(o.split("=", 1)[1] for o in cmd if o.startswith("Dir::Etc::SourceList="))
+            suite = Path(listed).read_text().split()[-2]
+            if cmd[-1] == "update":
+                return SimpleNamespace(returncode=1 if suite in self.apt_fails_for else 0)
+            if suite not in self.package_in:
+                return SimpleNamespace(returncode=100)  # apt: "Unable to locate package"
+            (Path(cwd) / f"ubuntu-keyring_2023.11.28.1-{suite}_all.deb").write_bytes(b"deb " + suite.encode())
+        if cmd[0] == "dpkg-deb":  # -x DEB DEST
+            member = Path(cmd[3]) / "usr/share/keyrings/ubuntu-archive-keyring.gpg"
+            member.parent.mkdir(parents=True)
+            member.write_text("ubuntu key from " + Path(cmd[2]).name)
         if cmd[0] == "tar":
             listed = Path(cmd[2]) / "etc" / "apt" / "sources.list"
             self.sources = listed.read_text() if listed.exists() else None
@@ -314,14 +329,84 @@ def test_without_the_ubuntu_keyring_the_build_stops_and_names_the_package(build_
     for needed in ("rise-base:noble", "Ubuntu noble", "http://mirror.test/ubuntu", "ubuntu-keyring",
                    str(tmp_path / "absent.gpg"), "RISE_UBUNTU_KEYRING", "build-noble.log"):
         assert needed in message, needed
+    assert "fetching it did not work either" in message and "bookworm-backports" in message and "trixie" in message
     assert exc.value.log_path == str(images.build_log(RELEASES["noble"]))
-    assert build_host.run.commands == []  # debootstrap never ran unchecked
+    assert [c[0] for c in build_host.run.commands] == ["apt-get"] * 4  # update, download per suite; nothing found
+    assert not any("debootstrap" in c[0] for c in build_host.run.commands)  # debootstrap never ran unchecked
+    build_host.run.commands.clear()
     monkeypatch.setenv("RISE_UBUNTU_KEYRING", str(tmp_path / "also-absent.gpg"))
     with pytest.raises(EnvironmentBuildError, match="also-absent.gpg"):
         build_rootfs_tarball(release=RELEASES["jammy"])
     monkeypatch.setenv("RISE_UBUNTU_KEYRING", str(build_host.keys / "debian.gpg"))  # any file: the env wins
     build_rootfs_tarball(release=RELEASES["jammy"])
     assert f"--keyring={build_host.keys / 'debian.gpg'}" in build_host.run.commands[0]
+
+
+def test_the_ubuntu_keyring_is_fetched_from_the_debian_archive_once_and_recorded(build_host, monkeypatch,
+                                                                                   tmp_path):
+    """No Ubuntu keyring on the machine: apt, with files of its own, gets Debian's ubuntu-keyring (the index
+    verified with the Debian keyring), only the keyring is unpacked, and debootstrap checks noble against it."""
+    from trials.environments import keyrings
+
+    monkeypatch.setitem(releases.KEYRINGS, "ubuntu", (str(tmp_path / "absent.gpg"), "ubuntu-keyring"))
+    build_host.run.apt_fails_for = {"bookworm-backports"}  # the first suite's index cannot be had: the next one
+    build_host.run.package_in = {"trixie"}
+    build_rootfs_tarball(release=RELEASES["noble"])
+    folder = images.ubuntu_keyring_dir()
+    keyring = folder / "root" / keyrings.MEMBER
+    programs = [c[0] for c in build_host.run.commands]
+    assert programs == ["apt-get", "apt-get", "apt-get", "dpkg-deb", "debootstrap", "tar"]
+    for cmd in build_host.run.commands[:3]:  # nothing of the machine's apt is read or written
+        for option in ("Dir::Etc::SourceList=", "Dir::Etc::SourceParts=", "Dir::State::Lists=", "Dir::Cache="):
+            value = next(o for o in cmd if o.startswith(option)).split("=", 1)[1]
+            assert value.startswith(str(folder) + ".partial"), (option, value)
+    assert build_host.run.commands[2][-2:] == ["download", "ubuntu-keyring"]
+    assert f"--keyring={keyring}" in build_host.run.commands[4] and "--force-check-gpg" in build_host.run.commands[4]
+    record = json.loads((folder / keyrings.RECORD).read_text())
+    assert record["suite"] == "trixie" and record["verified_with"] == str(build_host.keys / "debian.gpg")
+    assert record["keyring_sha256"] == keyrings._sha256(keyring) and record["deb"].endswith("trixie_all.deb")
+    assert sorted(p.name for p in folder.iterdir()) == ["debs", "root", keyrings.RECORD]  # apt's lists gone
+    assert not folder.with_name(folder.name + ".partial").exists()
+    log = images.build_log(RELEASES["noble"]).read_text()
+    assert log.index("# ubuntu-keyring from") < log.index("$ debootstrap")  # the fetch is in the build's log
+    build_host.run.commands.clear()  # jammy's build: the fetched keyring is reused, apt not run again
+    build_rootfs_tarball(release=RELEASES["jammy"])
+    assert [c[0] for c in build_host.run.commands] == ["debootstrap", "tar"]
+    assert f"--keyring={keyring}" in build_host.run.commands[0]
+
+
+def test_the_keyring_fetch_names_each_suite_when_none_gives_it(build_host, monkeypatch, tmp_path):
+    monkeypatch.setitem(releases.KEYRINGS, "ubuntu", (str(tmp_path / "absent.gpg"), "ubuntu-keyring"))
+    build_host.run.apt_fails_for = {"bookworm-backports"}
+    with pytest.raises(EnvironmentBuildError) as exc:
+        build_rootfs_tarball(release=RELEASES["jammy"])
+    assert "bookworm-backports: apt-get update failed" in str(exc.value)
+    assert "trixie: no ubuntu-keyring to download" in str(exc.value)
+    folder = images.ubuntu_keyring_dir()
+    assert not folder.exists() and not folder.with_name(folder.name + ".partial").exists()  # nothing half made
+    monkeypatch.setitem(releases.KEYRINGS, "debian", (str(tmp_path / "no-debian.gpg"), "debian-archive-keyring"))
+    build_host.run.commands.clear()
+    with pytest.raises(EnvironmentBuildError, match="Debian archive keyring .*no-debian.gpg is missing"):
+        build_rootfs_tarball(release=RELEASES["jammy"])
+    assert build_host.run.commands == []  # unverifiable: apt never ran
+
+
+@pytest.mark.skipif(any(shutil.which(p) is None for p in ("apt-get", "dpkg-deb", "gpg")),
+                    reason="not a Debian machine: no apt-get/dpkg-deb to fetch the Ubuntu keyring with (or no gpg)")
+def test_the_ubuntu_keyring_is_fetched_for_real(tmp_path):
+    """Real apt against the Debian archive this machine's apt uses (the package registry the set-up also uses):
+    the keyring file is an OpenPGP keyring that holds the Ubuntu archive's 2018 signing key."""
+    import subprocess
+
+    from trials.environments.keyrings import RECORD, fetch_ubuntu_keyring
+
+    with (tmp_path / "fetch.log").open("w") as log:
+        keyring = fetch_ubuntu_keyring(tmp_path / "ubuntu-keyring", log)
+    record = json.loads((tmp_path / "ubuntu-keyring" / RECORD).read_text())
+    assert record["suite"] in ("bookworm-backports", "trixie") and keyring.stat().st_size > 1000
+    listed = subprocess.run(["gpg", "--show-keys", "--with-colons", str(keyring)], capture_output=True, text=True,
+                            check=True).stdout
+    assert "Ubuntu Archive Automatic Signing Key (2018)" in listed, listed
 
 
 def test_a_failed_debootstrap_names_the_release_the_mirror_and_the_log(build_host):
@@ -388,10 +473,14 @@ def test_noble_base_is_built_and_has_python_3_12(monkeypatch):
         pytest.skip(f"no Docker engine: {exc}")
     noble = RELEASES["noble"]
     if not image_exists(client, noble.image):
+        from trials.environments.keyrings import fetched_keyring
+
         try:
             releases.keyring_for(noble)
-        except EnvironmentBuildError as exc:  # not a part scripts/setup.sh installs
-            pytest.skip(f"optional: {exc}")
+        except EnvironmentBuildError as exc:  # not a part scripts/setup.sh builds: minutes of Ubuntu's archive
+            if fetched_keyring(images.ubuntu_keyring_dir()) is None:
+                pytest.skip(f"optional, not built on this machine yet (`rise images base --release noble` fetches "
+                            f"the keyring and builds it): {exc}")
     ensure_base_image(client=client, release=noble)
     version = client.containers.run(noble.image, ["python3", "--version"], remove=True).decode()
     assert version.startswith("Python 3.12."), version

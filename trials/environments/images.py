@@ -23,8 +23,10 @@ from typing import Any
 
 from ..cache import cache_root
 from ..errors import EnvironmentBuildError, InfraError
+from .keyrings import fetch_ubuntu_keyring
 from .releases import (  # debian_mirror: re-exported, callers read it from here
     BOOKWORM,
+    UBUNTU_KEYRING_ENV,
     Release,
     debian_mirror,  # noqa: F401
     debootstrap_command,
@@ -99,6 +101,25 @@ def _run_logged(cmd: list[str], logf, timeout: float) -> None:
         raise subprocess.CalledProcessError(proc.returncode, cmd)
 
 
+def ubuntu_keyring_dir() -> Path:
+    """Where the Ubuntu archive keyring fetched from the Debian archive is kept (``keyrings.py``)."""
+    return cache_dir() / "ubuntu-keyring"
+
+
+def _keyring(release: Release, logf) -> str:
+    """``release``'s archive keyring; for Ubuntu on a machine without one (and no ``RISE_UBUNTU_KEYRING``), the
+    one fetched from the Debian archive into the cache, fetched now if it is not there yet."""
+    try:
+        return keyring_for(release)
+    except EnvironmentBuildError as missing:
+        if release.distribution != "ubuntu" or os.environ.get(UBUNTU_KEYRING_ENV, "").strip():
+            raise
+        try:
+            return str(fetch_ubuntu_keyring(ubuntu_keyring_dir(), logf))
+        except EnvironmentBuildError as exc:
+            raise EnvironmentBuildError(f"{missing}; fetching it did not work either: {exc}") from None
+
+
 def build_rootfs_tarball(force: bool = False, release: Release | None = None) -> Path:
     """debootstrap ``release``'s rootfs (bookworm unless told) and tar it into the cache (skipped when the cached
     tarball is current). A failure names the release, the mirror and the log."""
@@ -117,7 +138,7 @@ def build_rootfs_tarball(force: bool = False, release: Release | None = None) ->
         try:
             if shutil.which("debootstrap") is None:
                 raise EnvironmentBuildError("debootstrap is not installed (apt-get install debootstrap)")
-            cmd = debootstrap_command(release, rootfs, mirror, keyring_for(release), script_for(release))
+            cmd = debootstrap_command(release, rootfs, mirror, _keyring(release, logf), script_for(release))
         except EnvironmentBuildError as exc:
             logf.write(f"ERROR: {exc}\n")
             raise EnvironmentBuildError(f"building {what} failed: {exc}; log: {log_path}",

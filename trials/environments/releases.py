@@ -6,9 +6,11 @@
   that suite, else http://deb.debian.org/debian; debootstrap's own script; the Debian archive keyring;
 - Ubuntu ``noble`` (24.04), ``jammy`` (22.04): ``RISE_UBUNTU_MIRROR``, else http://archive.ubuntu.com/ubuntu;
   debootstrap's ``gutsy`` script (the one every Ubuntu release uses); the Ubuntu archive keyring
-  ``/usr/share/keyrings/ubuntu-archive-keyring.gpg`` (Debian package ``ubuntu-keyring``) or ``RISE_UBUNTU_KEYRING``.
+  ``/usr/share/keyrings/ubuntu-archive-keyring.gpg`` (Debian package ``ubuntu-keyring``) or ``RISE_UBUNTU_KEYRING``;
+  on a Debian machine with neither, the build fetches that package's keyring from the Debian archive into the
+  cache (``keyrings.py``: apt with files of its own, verified, unpacked, never installed).
 
-The signature check is never skipped: without the keyring the build stops and names the package to install.
+The signature check is never skipped: without a keyring the build stops and names the package to install.
 Every package of the image is in each release's ``main``; an Ubuntu image's apt sources list ``universe`` as the
 official images do (``python3-pip`` and ``python3-venv`` are there, and tasks install from it).
 """
