@@ -84,3 +84,10 @@ def test_two_workers_keep_each_group_on_one_of_them(tmp_path):
     assert all(len(w) == 1 for w in workers.values()), rows
     assert sum(name == "setup-once" for _, name in rows) == 1, rows  # the module fixture ran on one worker only
     assert len({w for w, _ in rows}) == 2, rows  # and the work was shared
+    # the run ends by saying where its time went: per worker, then per group with its tests and worker
+    head, groups = [line for line in out.stdout.splitlines() if line.startswith("[test groups]")]
+    assert "gw0 busy" in head and "gw1 busy" in head, out.stdout[-2000:]
+    (model_worker,) = workers["test_model"]
+    assert "model " in groups and f"(4 tests, {model_worker})" in groups.split("model ", 1)[1], groups
+    assert "docker " in groups and "module:test_module.py " in groups and "(3 tests, " in groups, groups
+    assert "ungrouped " in groups and "(4 tests, gw" in groups.split("ungrouped ", 1)[1], groups

@@ -21,6 +21,8 @@ import json
 import os
 import shutil
 import tempfile
+import time
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -54,21 +56,69 @@ def _scheduler(config: pytest.Config, log, folder: Path):
 
         def _split_scope(self, nodeid: str) -> str:
             if self._groups is None:
-                files = sorted(folder.glob("*.json"))
-                if not files:  # the grouping would be lost without a word: refuse instead
+                self._groups = read_groups(folder)
+                if not self._groups and not any(folder.glob("*.json")):  # lost without a word: refuse instead
                     raise pytest.UsageError(f"no worker wrote its test groups to {folder}")
-                self._groups = {k: v for path in files for k, v in json.loads(path.read_text()).items()}
             return self._groups.get(nodeid, nodeid)
 
     return GroupScheduling(config, log)
 
 
+def read_groups(folder: Path) -> dict[str, str]:
+    """``{node id: group}`` as the workers wrote it (the grouped tests only)."""
+    return {k: v for path in sorted(folder.glob("*.json")) for k, v in json.loads(path.read_text()).items()}
+
+
+class GroupTimes:
+    """Controller: where the suite's minutes went, per group and per worker (issue 42: the CI log says which
+    groups make the longest worker's share, so the next cut is chosen from a measurement)."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.started = time.monotonic()
+        self.groups: dict[str, str] | None = None
+        self.seconds: dict[str, float] = defaultdict(float)  # group -> seconds (setup + call + teardown)
+        self.tests: dict[str, set[str]] = defaultdict(set)
+        self.workers: dict[str, set[str]] = defaultdict(set)  # group -> workers it ran on
+        self.busy: dict[str, float] = defaultdict(float)  # worker -> seconds
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:  # each phase a worker reports
+        node = getattr(report, "node", None)
+        worker = getattr(getattr(node, "gateway", None), "id", None) or "controller"
+        if self.groups is None:
+            self.groups = read_groups(self.folder)
+        group = self.groups.get(report.nodeid, "ungrouped")
+        self.seconds[group] += report.duration
+        self.tests[group].add(report.nodeid)
+        self.workers[group].add(worker)
+        self.busy[worker] += report.duration
+
+    def lines(self, top: int = 8) -> list[str]:
+        if not self.busy:
+            return []
+        wall = time.monotonic() - self.started
+        head = f"[test groups] wall {wall:.0f} s; " + ", ".join(
+            f"{w} busy {s:.0f} s" for w, s in sorted(self.busy.items()))
+        ranked = sorted(self.seconds.items(), key=lambda kv: -kv[1])
+        shown = [f"{g} {s:.0f} s ({len(self.tests[g])} tests, {'+'.join(sorted(self.workers[g]))})"
+                 for g, s in ranked[:top]]
+        rest = ranked[top:]
+        if rest:
+            shown.append(f"{len(rest)} more groups {sum(s for _, s in rest):.0f} s")
+        return [head, "[test groups] " + "; ".join(shown)]
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        for line in self.lines():
+            terminalreporter.write_line(line)
+
+
 def configure(config: pytest.Config) -> None:
-    """Controller: the folder the workers write their groups to."""
+    """Controller: the folder the workers write their groups to, and the tally of their times."""
     if (hasattr(config, "workerinput") or not config.pluginmanager.hasplugin("xdist")
             or config.getvalue("dist") != "loadgroup"):
         return
-    config.stash[_folder_key] = Path(tempfile.mkdtemp(prefix="rise-xdist-groups-"))
+    config.stash[_folder_key] = folder = Path(tempfile.mkdtemp(prefix="rise-xdist-groups-"))
+    config.pluginmanager.register(GroupTimes(folder), "rise-group-times")
 
 
 def unconfigure(config: pytest.Config) -> None:
