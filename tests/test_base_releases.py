@@ -365,7 +365,7 @@ def test_the_ubuntu_keyring_is_fetched_from_the_debian_archive_once_and_recorded
     record = json.loads((folder / keyrings.RECORD).read_text())
     assert record["suite"] == "trixie" and record["verified_with"] == str(build_host.keys / "debian.gpg")
     assert record["keyring_sha256"] == keyrings._sha256(keyring) and record["deb"].endswith("trixie_all.deb")
-    assert sorted(p.name for p in folder.iterdir()) == ["debs", "root", keyrings.RECORD]  # apt's lists gone
+    assert sorted(p.name for p in folder.iterdir()) == ["debs", "root", "sources.list", keyrings.RECORD]  # lists gone
     assert not folder.with_name(folder.name + ".partial").exists()
     log = images.build_log(RELEASES["noble"]).read_text()
     assert log.index("# ubuntu-keyring from") < log.index("$ debootstrap")  # the fetch is in the build's log

@@ -11,6 +11,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from rise.cli import app
+from trials.errors import TaskError
 from trials.tasks import check_task_set, inspect_task
 from trials.tasks.adapt_import import MANIFEST, RECORD, import_tasks, tree_sha256
 from trials.tasks.adapter import VENV, plan
@@ -137,6 +138,36 @@ def test_import_online_is_byte_for_byte(tmp_path):
     import_tasks(SHAPES, tmp_path / "out", lambda _image: False, online=True, download=fake_download)
     assert tree_sha256(tmp_path / "out" / "sum-column") == tree_sha256(SHAPES / "sum-column")
     assert not (tmp_path / "out" / "sum-column" / RECORD).exists()
+
+
+def test_import_takes_only_the_tasks_asked_for_and_says_where_it_is(tmp_path):
+    seen: list[tuple[int, int, str]] = []
+    manifest = import_tasks(SHAPES, tmp_path / "out", lambda _image: False, download=fake_download,
+                            only=["word-count", "sum-column"], progress=lambda *a: seen.append(a))
+    assert [t.name for t in manifest.tasks] == ["sum-column", "word-count"]  # the set's order, not the asked one
+    assert seen == [(1, 2, "sum-column"), (2, 2, "word-count")]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [MANIFEST, "sum-column", "word-count"]
+    assert json.loads((tmp_path / "out" / MANIFEST).read_text())["only"] == ["word-count", "sum-column"]
+    try:
+        import_tasks(SHAPES, tmp_path / "none", lambda _image: False, download=fake_download,
+                     only=["word-count", "no-such-task"])
+    except TaskError as exc:
+        assert "no task folder no-such-task" in str(exc) and "json-keys, render-table" in str(exc)
+    else:
+        raise AssertionError("an unknown task name was accepted")
+    assert not (tmp_path / "none").exists()  # refused before anything was written
+
+
+def test_rise_tasks_import_task_option(tmp_path):
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["tasks", "import", str(SHAPES), str(out), "--online", "--task", "json-keys"],
+                                env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "[1/1] json-keys" in result.output and "1 tasks: 1 as is" in result.output
+    assert sorted(p.name for p in out.iterdir()) == ["json-keys", MANIFEST]
+    result = CliRunner().invoke(app, ["tasks", "import", str(SHAPES), str(tmp_path / "x"), "-t", "nope"],
+                                env={"COLUMNS": "200"})
+    assert result.exit_code == 1 and "no task folder nope" in result.output
 
 
 def test_rise_tasks_check_prints_the_verdict_per_task():

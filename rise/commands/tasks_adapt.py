@@ -70,15 +70,23 @@ def import_cmd(
     build_bases: Annotated[bool, typer.Option("--build-bases", help="build the local base images the imported "
                                                                      "tasks need (rise images base --release X)")]
     = False,
+    task: Annotated[list[str] | None, typer.Option("--task", "-t", help="import only this task folder (repeat "
+                                                                       "for more); default: every task")] = None,
 ) -> None:
     """Import a Harbor task set (Terminal-Bench 2) as it is, or through the offline adapter with a record per task
-    (rise-adapter.json) and a manifest of every verdict (rise-import.json)."""
+    (rise-adapter.json) and a manifest of every verdict (rise-import.json). The adapter fetches each task's
+    test tools as wheels: for the whole Terminal-Bench 2 set that is gigabytes (torch, transformers), so
+    ``--task`` takes a few first."""
     console = _console.out()
     if dest.resolve() == source.resolve() or source.resolve() in dest.resolve().parents:
         console.print(f"[red]the destination {dest} must not be the source or inside it[/red]")
         raise typer.Exit(2)
+
+    def progress(i: int, n: int, name: str) -> None:
+        console.print(f"[dim][{i}/{n}] {escape(name)}[/dim]")
+
     try:
-        manifest = import_tasks(source, dest, local_images(), online=online)
+        manifest = import_tasks(source, dest, local_images(), online=online, only=task, progress=progress)
     except TaskError as exc:
         console.print(f"[red]{escape(str(exc))}[/red]")
         raise typer.Exit(1) from None

@@ -47,6 +47,7 @@ class ImportEntry(BaseModel):
 class Manifest(BaseModel):
     source: str
     online: bool
+    only: list[str] | None = None  # the task folders asked for (rise tasks import --task); None: all of them
     tasks: list[ImportEntry] = Field(default_factory=list)
     # local base images the imported tasks are built on that the engine does not have yet (rise images base)
     missing_bases: list[str] = Field(default_factory=list)
@@ -116,14 +117,26 @@ def _write_adapted(src: Path, dest: Path, verdict: Verdict, download: Downloader
 
 
 def import_tasks(src: Path, dest: Path, present: Callable[[str], bool], online: bool = False,
-                 download: Downloader | None = None) -> Manifest:
-    """Import every task folder under ``src`` into ``dest`` (created; an existing task folder is replaced).
-    ``download`` fetches wheels (default: :func:`pip_download` for the Python of each task's base). The local base
-    images the imported tasks need and ``present`` does not have are listed in ``missing_bases``."""
+                 download: Downloader | None = None, only: list[str] | None = None,
+                 progress: Callable[[int, int, str], None] | None = None) -> Manifest:
+    """Import every task folder under ``src`` (or those named in ``only``) into ``dest`` (created; an existing task
+    folder is replaced). ``download`` fetches wheels (default: :func:`pip_download` for the Python of each task's
+    base); ``progress(i, n, name)`` is told before each task (a wheel download can take minutes). The local base
+    images the imported tasks need and ``present`` does not have are listed in ``missing_bases``. A name in
+    ``only`` that is no task folder of ``src`` is a ``TaskError`` before anything is written."""
     src = src.resolve()
+    folders = task_dirs(src)
+    if only:
+        have = {f.name for f in folders}
+        if unknown := [name for name in only if name not in have]:
+            raise TaskError(str(src), None, f"no task folder {', '.join(unknown)} here; "
+                                            f"its task folders: {', '.join(sorted(have)) or 'none'}")
+        folders = [f for f in folders if f.name in only]
     dest.mkdir(parents=True, exist_ok=True)
-    manifest = Manifest(source=str(src), online=online)
-    for folder in task_dirs(src):
+    manifest = Manifest(source=str(src), online=online, only=list(only) if only else None)
+    for i, folder in enumerate(folders, 1):
+        if progress is not None:
+            progress(i, len(folders), folder.name)
         task, problems = inspect_task(folder)
         entry = ImportEntry(name=folder.name, source=str(folder), source_sha256=tree_sha256(folder),
                             status="invalid")
