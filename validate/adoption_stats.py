@@ -32,8 +32,8 @@ from functools import lru_cache
 from typing import Literal
 
 import numpy as np
-from scipy.stats import binom, hypergeom
 
+from ._lazy_scipy import binom, hypergeom
 from .coupled import COUPLED, coupled_p_many
 
 Policy = Literal["paper", "paired", "stratified", "coupled"]

@@ -32,7 +32,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-from scipy.stats import binom
+
+from ._lazy_scipy import binom
 
 COUPLED = "coupled"
 

@@ -33,8 +33,8 @@ from functools import lru_cache
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
-from scipy.stats import binom
 
+from ._lazy_scipy import binom
 from .adoption_stats import check_policy, decide_counts, decide_many
 from .coupled import COUPLED
 

@@ -29,7 +29,6 @@ from typing import Any
 from evolve.experiment.freeze import freeze
 from evolve.experiment.ledger import Freeze, TransferEvent
 from evolve.experiment.store import Experiment
-from trials.endpoints.client import ModelClient
 from trials.endpoints.spec import EndpointSpec
 from validate.evaluate import grid_of_job, kill_point
 
@@ -49,6 +48,8 @@ def second_endpoint(exp: Experiment) -> tuple[EndpointSpec | None, str]:
 
 async def unreachable(spec: EndpointSpec) -> str:
     """Why ``spec`` cannot serve trials now (empty when its server answers)."""
+    from trials.endpoints.client import ModelClient  # here: openai costs every `rise` command half a second
+
     client = ModelClient(spec)
     try:
         healthy = await client.health()
