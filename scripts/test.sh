@@ -23,4 +23,6 @@ export RISE_REQUIRE_PARTS="${RISE_REQUIRE_PARTS:-${CI:-0}}"
 # Two test processes (pytest-xdist): most tests wait on sandboxes, subprocesses and scripted servers rather than
 # compute, so two at a time finish sooner on two cores. The tests of one heavy shared part (the bundled model,
 # Docker, Ray) stay together on one worker (tests/conftest.py). RISE_TEST_WORKERS=0 runs all in this process.
+# Every test's time, with its group and worker, goes to RISE_TEST_TIMES (a JSON file; --durations prints the top 30).
+export RISE_TEST_TIMES="${RISE_TEST_TIMES:-$PWD/.test-times.json}"
 python3 -m pytest -q -rs --durations=30 -n "${RISE_TEST_WORKERS:-2}" --dist loadgroup "$@"

@@ -4,6 +4,7 @@ own ``xdist_group`` mark was silently lost under pytest 9, so this is checked, n
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -74,7 +75,7 @@ def test_two_workers_keep_each_group_on_one_of_them(tmp_path):
     '''))
     log = tmp_path / "groups.log"
     env = {**os.environ, "GROUPS_LOG": str(log), "PYTHONPATH": f"{REPO}{os.pathsep}{tmp_path}",
-           "RISE_REQUIRE_PARTS": "0"}
+           "RISE_REQUIRE_PARTS": "0", "RISE_TEST_TIMES": str(tmp_path / "times.json")}
     out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--dist",
                           "loadgroup", "--rootdir", str(tmp_path), "-c", os.devnull, str(tmp_path)],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240, check=False)
@@ -85,9 +86,17 @@ def test_two_workers_keep_each_group_on_one_of_them(tmp_path):
     assert sum(name == "setup-once" for _, name in rows) == 1, rows  # the module fixture ran on one worker only
     assert len({w for w, _ in rows}) == 2, rows  # and the work was shared
     # the run ends by saying where its time went: per worker, then per group with its tests and worker
-    head, groups = [line for line in out.stdout.splitlines() if line.startswith("[test groups]")]
+    head, groups, where = [line for line in out.stdout.splitlines() if line.startswith("[test groups]")]
     assert "gw0 busy" in head and "gw1 busy" in head, out.stdout[-2000:]
     (model_worker,) = workers["test_model"]
     assert "model " in groups and f"(4 tests, {model_worker})" in groups.split("model ", 1)[1], groups
     assert "docker " in groups and "module:test_module.py " in groups and "(3 tests, " in groups, groups
     assert "ungrouped " in groups and "(4 tests, gw" in groups.split("ungrouped ", 1)[1], groups
+    # and every test's own time, with its group and worker, goes to RISE_TEST_TIMES (slowest first)
+    assert where.endswith(str(tmp_path / "times.json")), where
+    times = json.loads((tmp_path / "times.json").read_text())
+    by_test = {row["test"].rsplit("::", 1)[1]: row for row in times["tests"]}
+    assert len(by_test) == 15 and set(times["busy_s"]) == {"gw0", "gw1"}, times
+    assert [r["seconds"] for r in times["tests"]] == sorted((r["seconds"] for r in times["tests"]), reverse=True)
+    assert by_test["test_a"]["group"] == "module:test_module.py" and by_test["test_a"]["worker"] in ("gw0", "gw1")
+    assert {r["worker"] for r in times["tests"] if r["group"] == "model"} == {model_worker}

@@ -81,6 +81,8 @@ class GroupTimes:
         self.tests: dict[str, set[str]] = defaultdict(set)
         self.workers: dict[str, set[str]] = defaultdict(set)  # group -> workers it ran on
         self.busy: dict[str, float] = defaultdict(float)  # worker -> seconds
+        self.per_test: dict[str, float] = defaultdict(float)  # node id -> seconds (its three phases)
+        self.ran_on: dict[str, str] = {}  # node id -> worker
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:  # each phase a worker reports
         node = getattr(report, "node", None)
@@ -92,6 +94,22 @@ class GroupTimes:
         self.tests[group].add(report.nodeid)
         self.workers[group].add(worker)
         self.busy[worker] += report.duration
+        self.per_test[report.nodeid] += report.duration
+        self.ran_on[report.nodeid] = worker
+
+    def write_times(self, path: Path) -> None:
+        """Every test's seconds, its group and worker, slowest first, as JSON at ``path`` (``RISE_TEST_TIMES``):
+        the whole distribution, where ``--durations`` prints only the top of it."""
+        groups = self.groups or {}
+        rows = [{"test": node, "seconds": round(sec, 2), "group": groups.get(node, "ungrouped"),
+                 "worker": self.ran_on.get(node)}
+                for node, sec in sorted(self.per_test.items(), key=lambda kv: -kv[1])]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps({"wall_s": round(time.monotonic() - self.started, 1),
+                                   "busy_s": {w: round(b, 1) for w, b in sorted(self.busy.items())},
+                                   "tests": rows}, indent=1))
+        os.replace(tmp, path)
 
     def lines(self, top: int = 8) -> list[str]:
         if not self.busy:
@@ -110,6 +128,9 @@ class GroupTimes:
     def pytest_terminal_summary(self, terminalreporter) -> None:
         for line in self.lines():
             terminalreporter.write_line(line)
+        if (where := os.environ.get("RISE_TEST_TIMES", "").strip()) and self.per_test:
+            self.write_times(Path(where))
+            terminalreporter.write_line(f"[test groups] every test's time: {where}")
 
 
 def configure(config: pytest.Config) -> None:

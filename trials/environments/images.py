@@ -23,7 +23,7 @@ from typing import Any
 
 from ..cache import cache_root
 from ..errors import EnvironmentBuildError, InfraError
-from .keyrings import fetch_ubuntu_keyring
+from .keyrings import fetch_ubuntu_keyring, run_logged
 from .releases import (  # debian_mirror: re-exported, callers read it from here
     BOOKWORM,
     UBUNTU_KEYRING_ENV,
@@ -93,14 +93,6 @@ def build_log(release: Release = BOOKWORM) -> Path:
     return cache_dir() / f"build-{release.codename}.log"
 
 
-def _run_logged(cmd: list[str], logf, timeout: float) -> None:
-    logf.write(f"$ {' '.join(cmd)}\n")
-    logf.flush()
-    proc = subprocess.run(cmd, check=False, stdout=logf, stderr=subprocess.STDOUT, timeout=timeout)
-    if proc.returncode != 0:
-        raise subprocess.CalledProcessError(proc.returncode, cmd)
-
-
 def ubuntu_keyring_dir() -> Path:
     """Where the Ubuntu archive keyring fetched from the Debian archive is kept (``keyrings.py``)."""
     return cache_dir() / "ubuntu-keyring"
@@ -145,7 +137,7 @@ def build_rootfs_tarball(force: bool = False, release: Release | None = None) ->
                                         log_path=str(log_path)) from None
         shutil.rmtree(rootfs, ignore_errors=True)
         try:
-            _run_logged(cmd, logf, timeout=1800)
+            run_logged(cmd, logf, timeout=1800)
             if (sources := image_sources(release, mirror)) is not None:
                 (rootfs / "etc" / "apt").mkdir(parents=True, exist_ok=True)
                 (rootfs / "etc" / "apt" / "sources.list").write_text(sources)
@@ -155,7 +147,7 @@ def build_rootfs_tarball(force: bool = False, release: Release | None = None) ->
                     if p.is_file():
                         p.unlink()
             tmp = tarball.with_suffix(".partial")
-            _run_logged(["tar", "-C", str(rootfs), "--numeric-owner", "-cf", str(tmp), "."], logf, timeout=600)
+            run_logged(["tar", "-C", str(rootfs), "--numeric-owner", "-cf", str(tmp), "."], logf, timeout=600)
             tmp.replace(tarball)
         except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as exc:
             raise EnvironmentBuildError(f"building {what} failed: {exc}; log: {log_path}",

@@ -49,15 +49,27 @@ def apt_options(folder: Path, sources: Path) -> list[str]:
             "-o", "APT::Sandbox::User=root", "-o", "Debug::NoLocking=1"]
 
 
-def _run(cmd: list[str], log: IO[str], cwd: Path, timeout: float) -> bool:
+def run_logged(cmd: list[str], log: IO[str], timeout: float, cwd: Path | None = None) -> None:
+    """Run ``cmd`` with its output appended to ``log`` after a ``$ cmd`` line. A non-zero exit raises
+    ``CalledProcessError``; a timeout or a missing program raise as ``subprocess.run`` does. (The base-image build
+    in ``images.py`` uses it too.)"""
     log.write(f"$ {' '.join(cmd)}\n")
     log.flush()
+    proc = subprocess.run(cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, timeout=timeout, check=False)
+    if proc.returncode != 0:
+        raise subprocess.CalledProcessError(proc.returncode, cmd)
+
+
+def _run(cmd: list[str], log: IO[str], cwd: Path, timeout: float) -> bool:
+    """``run_logged`` as a yes/no: a failed suite is logged and the next one tried."""
     try:
-        proc = subprocess.run(cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, timeout=timeout, check=False)
+        run_logged(cmd, log, timeout, cwd)
+    except subprocess.CalledProcessError:
+        return False
     except (OSError, subprocess.TimeoutExpired) as exc:
         log.write(f"ERROR: {exc}\n")
         return False
-    return proc.returncode == 0
+    return True
 
 
 def fetch_ubuntu_keyring(folder: Path, log: IO[str], suites: tuple[str, ...] = SUITES,
