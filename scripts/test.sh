@@ -6,18 +6,29 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 t0=$(date +%s)
 t_setup=
+cpu0=
 mmss() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
+# The machine's CPU ticks from /proc/stat: "busy all iowait" (busy = all but idle and iowait). Where the tests
+# leave the cores idle, more test processes could use them; where they are busy, only cuts help.
+cpu_ticks() { awk '/^cpu /{all=0; for (i=2;i<=NF;i++) all+=$i; print all-$5-$6, all, $6}' /proc/stat 2>/dev/null || true; }
+cpu_use() {
+  local b0 a0 w0 b1 a1 w1
+  read -r b0 a0 w0 <<<"$1"; read -r b1 a1 w1 <<<"$(cpu_ticks)"
+  [ -n "${a0:-}" ] && [ -n "${a1:-}" ] && [ $((a1 - a0)) -gt 0 ] || return 0
+  echo ", CPU busy $(( 100 * (b1 - b0) / (a1 - a0) ))% of $(nproc) cores, iowait $(( 100 * (w1 - w0) / (a1 - a0) ))%"
+}
 report_times() {
   local rc=$? now; now=$(date +%s)
   if [ -z "$t_setup" ]; then
     echo "[test.sh] set-up failed after $(mmss $((now - t0))) (exit $rc)"
   else
-    echo "[test.sh] set-up $(mmss "$t_setup"), tests $(mmss $((now - t0 - t_setup))), total $(mmss $((now - t0))) (exit $rc)"
+    echo "[test.sh] set-up $(mmss "$t_setup"), tests $(mmss $((now - t0 - t_setup))), total $(mmss $((now - t0))) (exit $rc)$(cpu_use "$cpu0")"
   fi
 }
 trap report_times EXIT
 bash scripts/setup.sh
 t_setup=$(( $(date +%s) - t0 ))
+cpu0=$(cpu_ticks)
 # In CI a missing part is a failure, not a skip: the parts were just set up.
 export RISE_REQUIRE_PARTS="${RISE_REQUIRE_PARTS:-${CI:-0}}"
 # Two test processes (pytest-xdist): most tests wait on sandboxes, subprocesses and scripted servers rather than
