@@ -235,3 +235,59 @@ def test_repeat_counts_clear_on_success_and_can_be_switched_off(tmp_path: Path) 
     assert [_count_repeats(off, read, {"path": "x"}, "error", "e") for _ in range(5)] == ["e"] * 5
     assert "answer_now" not in off.extra
     assert get_role("implementer").limits.max_repeated_failures == 3
+
+
+def test_the_same_read_again_and_again_withdraws_the_tools(workspace: Path, tmp_path: Path) -> None:
+    """The live 1.5B analyst (night of 2026-12-07) asked for one digest 8 times in a row. With max_repeated_calls
+    (3; the default 0 changes nothing) the second answer of the same read says it is a repeat, and at 3 only the
+    answer is offered."""
+    role = get_role("explorer")
+    role = role.model_copy(update={"limits": role.limits.model_copy(update={"max_repeated_calls": 3})})
+    script = [call("list_dir", path="."), call("list_dir", path="."), call("list_dir", path="."),
+              call("final_answer", **GOOD)]
+    with ScriptedServer(script) as srv:
+        result = run_role(role, {"question": "q"}, workspace, backend(srv), transcripts=tmp_path / "tr")
+        offered = [[t["function"]["name"] for t in r["tools"]] for r in srv.requests]
+        results = [[m for m in r["messages"] if m["role"] == "tool"][-1]["content"] for r in srv.requests[1:]]
+    assert result.output.model_dump() == GOOD
+    assert "list_dir" in offered[2] and offered[3] == ["final_answer"]
+    assert "same result" not in results[0] and "same result as the 1 earlier time" in results[1]
+    assert "3 times" in results[2] and "the tools are withdrawn" in results[2]
+    rows = read_transcript(result.transcript)
+    assert [(r["tool"], r["repeats"]) for r in rows if r["kind"] == "repeat_breaker"] == [("list_dir", 3)]
+
+
+def test_repeated_reads_count_until_a_write_or_a_failure_and_are_off_by_default(tmp_path: Path) -> None:
+    from evolve.roles.runtime.tools import ToolContext, _count_repeats, get_tool
+    from evolve.roles.runtime.transcript import Transcript
+
+    def ctx(limit: int) -> ToolContext:
+        return ToolContext(workspace=tmp_path, limits=Limits(max_repeated_calls=limit),
+                           transcript=Transcript.create(tmp_path / "tr", "t"))
+
+    read, write = get_tool("read_file"), get_tool("write_file")
+    c = ctx(3)
+    _count_repeats(c, read, {"path": "x"}, "ok", "text")
+    _count_repeats(c, write, {"path": "x", "content": "new"}, "ok", "written")  # the file may have changed
+    assert _count_repeats(c, read, {"path": "x"}, "ok", "text") == "text"  # so reading it again is no repeat
+    assert "same result" in _count_repeats(c, read, {"path": "x"}, "ok", "text")
+    assert _count_repeats(c, read, {"path": "other"}, "ok", "text") == "text"  # other arguments: another call
+    assert "answer_now" not in c.extra
+    assert "withdrawn" in _count_repeats(c, read, {"path": "x"}, "ok", "text") and "answer_now" in c.extra
+    off = ctx(0)
+    assert [_count_repeats(off, read, {"path": "x"}, "ok", "t") for _ in range(9)] == ["t"] * 9
+    assert "answer_now" not in off.extra and get_role("analyst").limits.max_repeated_calls == 0
+
+
+def test_the_main_jobs_read_only_roles_answer_after_three_repeats() -> None:
+    import tomllib
+
+    from evolve.experiment.config import ExperimentConfig
+
+    demo = Path(__file__).resolve().parents[1] / "scripts" / "demo-experiment.toml"
+    agents = ExperimentConfig.model_validate(tomllib.loads(demo.read_text())).agents
+    for name in ("analyst", "researcher", "proposer"):
+        role = agents.role_limits(get_role(name))
+        assert role.limits.max_repeated_calls == 3, name
+        assert role.limits.max_turns == get_role(name).limits.max_turns  # the other limits stay the role's own
+    assert agents.role_limits(get_role("implementer")).limits.max_repeated_calls == 0

@@ -8,7 +8,9 @@ from pathlib import Path
 
 from evolve.roles.runtime import get_role, make_backend, read_transcript, run_role
 from evolve.roles.runtime.backends.schema_tools import (
+    CUT_OFF_MAX_ITEMS,
     TEXT_REPLY,
+    bound_lists,
     call_schema,
     rewrite_request,
     rewrite_response,
@@ -40,7 +42,29 @@ def test_the_request_loses_its_tools_and_gains_a_schema_of_one_call():
     assert names == ["read_file", "final_answer"]  # required: no text reply offered
     evidence = schema["anyOf"][1]["properties"]["arguments"]["properties"]["evidence"]
     assert evidence["items"] == {"type": "object", "properties": {"path": {"type": "string"}}}  # $ref inlined
-    assert "$defs" not in json.dumps(schema)
+    assert "$defs" not in json.dumps(schema) and "maxItems" not in json.dumps(schema)  # unbounded as before
+
+
+def test_after_a_cut_off_call_every_list_is_bounded_and_the_model_told_why():
+    """The night of 2026-12-07: the 1.5B analyst repeated two ids in a list until its tokens ran out, twice."""
+    loop = '{"name": "final_answer", "arguments": {"evidence": [' + '{"path": "a"}, ' * 300
+    body = {"model": "m", "tools": TOOLS, "tool_choice": "required", "messages": [
+        {"role": "system", "content": "You are X."}, {"role": "user", "content": "q"},
+        {"role": "assistant", "content": loop}, {"role": "user", "content": "Please include your response in a tool call."}]}
+    new = rewrite_request(body)
+    schema = new["response_format"]["json_schema"]["schema"]
+    evidence = schema["anyOf"][1]["properties"]["arguments"]["properties"]["evidence"]
+    assert evidence["maxItems"] == CUT_OFF_MAX_ITEMS and evidence["items"]["type"] == "object"
+    last = new["messages"][-1]
+    assert last["role"] == "user" and last["content"].startswith("Please include your response in a tool call.")
+    assert "cut off at the token limit" in last["content"] and f"at most {CUT_OFF_MAX_ITEMS} items" in last["content"]
+    assert body["messages"][-1]["content"] == "Please include your response in a tool call."  # the original untouched
+    # a list that must hold more keeps its lower bound; a complete call or plain text earlier is no cut-off
+    assert bound_lists({"type": "array", "minItems": 7})["maxItems"] == 7
+    assert bound_lists({"type": "array", "maxItems": 2}) == {"type": "array", "maxItems": 2}
+    fine = {**body, "messages": [*body["messages"][:2], {"role": "assistant", "content": '{"name": "x", "arguments": {}}'},
+                                 {"role": "assistant", "content": "plain words"}, {"role": "user", "content": "go on"}]}
+    assert "maxItems" not in json.dumps(rewrite_request(fine)) and rewrite_request(fine)["messages"][-1]["content"] == "go on"
 
 
 def test_auto_offers_a_text_reply_and_requests_without_tools_pass_unchanged():
@@ -103,3 +127,26 @@ def test_auto_is_schema_on_llama_cpp_only():
         assert resolve_tool_calls("native", cpp.base_url) == "native"  # an explicit choice is never probed
         assert [c for c in cpp.calls if c[1] == "/props"] and len(cpp.calls) == 1
     assert resolve_tool_calls("auto", "http://127.0.0.1:9/v1") == "native"  # nothing there: the call reports it
+
+
+def test_a_role_call_whose_answer_was_cut_off_gets_bounded_lists_and_then_answers(tmp_path: Path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("hello world\n")
+    good = {"answer": "it says hello", "evidence": [{"path": "a.txt", "detail": "line 1"}]}
+    loop = '{"name": "final_answer", "arguments": {"answer": "x", "evidence": [' + '{"path": "a.txt"}, ' * 200
+    read = {"content": json.dumps({"name": "read_file", "arguments": {"path": "a.txt"}})}
+    script = [read, {"content": loop, "finish_reason": "length"}, read,
+              {"content": json.dumps({"name": "final_answer", "arguments": good})}]
+    with ScriptedServer(script, flavor="llamacpp") as srv:
+        backend = make_backend("openai", EndpointSpec(base_url=srv.base_url, model="scripted", tool_calls="schema"))
+        result = run_role(get_role("explorer"), {"question": "what does a.txt say?"}, ws, backend,
+                          transcripts=tmp_path / "tr")
+        requests = srv.requests
+    assert result.output.model_dump() == good and len(requests) == 4
+    assert "maxItems" not in json.dumps(requests[0]) and "maxItems" not in json.dumps(requests[1])
+    # from the request after the cut-off on, the grammar ends every list; that request says why
+    assert all('"maxItems": 5' in json.dumps(r["response_format"]) for r in requests[2:])
+    notes = ["cut off at the token limit" in json.dumps(r["messages"]) for r in requests]
+    assert notes == [False, False, True, False]  # said once, in the request right after the cut-off (not history)
+    assert "cut off at the token limit" in requests[2]["messages"][-1]["content"]

@@ -52,6 +52,7 @@ def _copy(base: Path, runs: Path) -> Path:
 
 def _cmd(runs: Path, tmp: Path) -> list[str]:
     props = {}
+    tmp.mkdir(parents=True, exist_ok=True)
     for slug, prop in (("verify", GOOD_PROPOSAL), ("skip", HARMFUL_PROPOSAL)):
         props[slug] = tmp / f"{slug}.json"
         props[slug].write_text(json.dumps(prop))
@@ -113,20 +114,33 @@ def test_kill9_at_every_stage_then_resume_matches_an_uninterrupted_run(tmp_path)
         run_reference(base)
         a, b = _copy(base.root, tmp_path / "a"), _copy(base.root, tmp_path / "b")
 
-        done = _run(_cmd(a.parent, tmp_path))
-        assert done.returncode == 0, done.stdout + done.stderr
+        # the uninterrupted run goes on beside the interrupted one (its own copy; the scripted model is stateless
+        # and the runs are one trial at a time each, so neither's ledger depends on the other's timing)
+        env = {k: v for k, v in os.environ.items() if k != "RISE_TEST_KILL_AT"}
+        a_log = (tmp_path / "uninterrupted.log").open("w")
+        uninterrupted = subprocess.Popen(_cmd(a.parent, tmp_path / "props-a"), cwd=REPO, env=env, stdout=a_log,
+                                         stderr=subprocess.STDOUT)
 
-        cmd = _cmd(b.parent, tmp_path)
-        for stage in KILLS_BEFORE:
-            res = _run(cmd, stage)
-            assert res.returncode == -9, f"{stage}: rc {res.returncode}\n{res.stdout}\n{res.stderr}"
-        cut = _kill_mid_trial(cmd, b / "rounds" / "r01" / "skip" / "evaluation", srv)
-        orphan = int((cut / "agent" / "agent.pid").read_text())
-        for stage in KILLS_AFTER:
-            res = _run(cmd, stage)
-            assert res.returncode == -9, f"{stage}: rc {res.returncode}\n{res.stdout}\n{res.stderr}"
-        final = _run(cmd)
-        assert final.returncode == 0, final.stdout + final.stderr
+        try:
+            cmd = _cmd(b.parent, tmp_path / "props-b")
+            for stage in KILLS_BEFORE:
+                res = _run(cmd, stage)
+                assert res.returncode == -9, f"{stage}: rc {res.returncode}\n{res.stdout}\n{res.stderr}"
+            cut = _kill_mid_trial(cmd, b / "rounds" / "r01" / "skip" / "evaluation", srv)
+            orphan = int((cut / "agent" / "agent.pid").read_text())
+            for stage in KILLS_AFTER:
+                res = _run(cmd, stage)
+                assert res.returncode == -9, f"{stage}: rc {res.returncode}\n{res.stdout}\n{res.stderr}"
+            final = _run(cmd)
+            assert final.returncode == 0, final.stdout + final.stderr
+            uninterrupted.wait(timeout=900)
+            a_log.close()
+            assert uninterrupted.returncode == 0, (tmp_path / "uninterrupted.log").read_text()[-5000:]
+        finally:
+            if uninterrupted.poll() is None:  # a failure above: leave nothing running
+                uninterrupted.kill()
+                uninterrupted.wait()
+            a_log.close()
 
     assert ledger_shape(b) == ledger_shape(a)
     ea, eb = open_experiment(str(a)), open_experiment(str(b))

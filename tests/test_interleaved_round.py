@@ -110,9 +110,12 @@ def test_coupled_policy_decides_on_the_pairs_of_the_interleaved_arms(tmp_path, s
 
 
 # ----------------------------------------------------------------------------------------------- busy corpus
-TURNS = 5  # replies before the one that does the work
+TURNS = 3  # replies before the one that does the work
 CPU_PER_REPLY = 0.6  # seconds of this thread's CPU time per reply: wall time grows with the machine's load
-AGENT_TIMEOUT = 40  # unloaded, a trial took 20-26 s here with the box's load at 11-14 (six helpers)
+# Unloaded, a trial of five looking-around turns took 20-26 s here with the box's load at 11-14 (six helpers);
+# three turns take about two fifths less. Under the hog a reply takes ~15 s, so a trial needs ~60 s: the corpus
+# runs out of its 30 s whatever the machine, and the round's trials finish well inside it.
+AGENT_TIMEOUT = 30
 
 
 def slow_solver(body: dict) -> str:
@@ -136,7 +139,7 @@ def slow_solver(body: dict) -> str:
 @contextmanager
 def cpu_hog(procs: int = 48):
     """Real load: ``procs`` busy processes for the duration (killed by their own ids afterwards). 48 on 2 cores
-    stretch a 0.6 s reply to ~15 s, so the corpus runs out of its 40 s on a quiet machine too, not only beside
+    stretch a 0.6 s reply to ~15 s, so the corpus runs out of its 30 s on a quiet machine too, not only beside
     other work."""
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(procs)]
     try:
@@ -170,12 +173,12 @@ def test_busy_corpus_favours_a_no_better_candidate_only_in_the_old_comparison(tm
         "tasks": {"dir": str(_short_tasks(tmp_path / "tasks")), "development": DEV, "heldout": []},
         "r": 2, "env": "local", "concurrency": 2, "adoption": {"policy": "paper"}})  # the default: interleaved
     exp = init_experiment("busy", cfg, runs_dir=tmp_path / "runs")
-    # The corpus runs on a busy machine: its trials run out of time. Two at a time: each runs to its 40 s
+    # The corpus runs on a busy machine: its trials run out of time. Two at a time: each runs to its 30 s
     # timeout however many share the hog (replies of 15-30 s, none past the endpoint's 60 s: the agent is cut off
     # first), so the hog, which starves the other test worker too, runs half as long.
     with cpu_hog():
         ref = run_reference(exp)
-    # the round one trial (one lockstep pair) at a time, as before: its trials must finish inside their 40 s
+    # the round one trial (one lockstep pair) at a time, as before: its trials must finish inside their 30 s
     exp.config_path.write_text(exp.config.model_copy(update={"concurrency": 1}).to_toml())
     report = run_round(exp, 1, [CandidateInput("verify", str(GOOD), Proposal.model_validate(GOOD_PROPOSAL))],
                        checks=standin_checks())

@@ -31,6 +31,11 @@ class Limits(BaseModel):
         default=0, ge=0, description="the same tool call (same tool, same arguments) failing this many times "
         "withdraws the tools: only the answer is offered from then on; from its second failure on it is told so; "
         "0 = never (the default: recordings of real runs hold such repeats; the implementer sets 3)")
+    max_repeated_calls: int = Field(
+        default=0, ge=0, description="the same read (same tool, same arguments, no write between) answered this "
+        "many times withdraws the tools: only the answer is offered from then on; from its second time on the "
+        "result says it is a repeat; 0 = never (the default, for the same reason; the main job's read-only roles "
+        "set 3: the 1.5B analyst read one digest 8 times in a row)")
 
 
 class Role(BaseModel):

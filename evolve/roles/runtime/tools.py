@@ -215,11 +215,15 @@ def _count_repeats(ctx: ToolContext, spec: ToolSpec, args: dict[str, Any] | None
     write tool clears them all (the workspace changed, so an old failure may not recur)."""
     key = f"{spec.name} {json.dumps(args or {}, sort_keys=True, default=str)}"
     failed: dict[str, int] = ctx.extra.setdefault("failed_calls", {})
+    answered: dict[str, int] = ctx.extra.setdefault("answered_calls", {})
     if status == "ok":
         if spec.group == "write":
             failed.clear()
+            answered.clear()
+            return text
         failed.pop(key, None)
-        return text
+        return _count_repeated_reads(ctx, spec, args, key, answered, text)
+    answered.pop(key, None)
     count = failed[key] = failed.get(key, 0) + 1
     limit = ctx.limits.max_repeated_failures
     if limit and count >= limit:
@@ -232,3 +236,21 @@ def _count_repeats(ctx: ToolContext, spec: ToolSpec, args: dict[str, Any] | None
     return (f"{text}\n\nThis exact call (same tool, same arguments) has now failed {count} times; sending it again "
             f"will fail again (at {limit} the tools are withdrawn). Read the error: change the arguments, or do "
             "something else.")
+
+
+def _count_repeated_reads(ctx: ToolContext, spec: ToolSpec, args: dict[str, Any] | None, key: str,
+                          answered: dict[str, int], text: str) -> str:
+    """The same read answered again (no write since): with the role's ``max_repeated_calls`` set, from the second
+    time on the result says so, and at that number the tools are withdrawn (``extra["answer_now"]``). The live
+    1.5B analyst of the night of 2026-12-07 asked for one trial's digest 8 times in a row before answering."""
+    count = answered[key] = answered.get(key, 0) + 1
+    limit = ctx.limits.max_repeated_calls
+    if not limit or count < 2:
+        return text
+    if count >= limit:
+        ctx.extra["answer_now"] = f"{spec.name} was called {count} times with the same arguments"
+        ctx.transcript.write("repeat_breaker", tool=spec.name, args=args, repeats=count)
+        return (f"{text}\n\nYou have now made this exact call (same tool, same arguments) {count} times and got the "
+                "same result each time, so the tools are withdrawn: give your final answer now from what you read.")
+    return (f"{text}\n\nThis is the same result as the {count - 1} earlier time(s) you made this exact call. Use "
+            f"it: call something else, or give your final answer (at {limit} the tools are withdrawn).")

@@ -10,6 +10,12 @@ every token; the reply is turned back into an OpenAI ``tool_calls`` message, so 
 sees an ordinary tool-calling endpoint. A reply that is not a complete call (cut off at the token limit) is left
 as text, and the loop's corrective turn handles it.
 
+A cut-off call is almost always a small model repeating itself inside a list (the night of 2026-12-07: the 1.5B
+analyst wrote ``"dispatch.session", "dispatch.with_environment"`` until its 1,024 tokens ran out, and at temperature
+0 the corrective turn wrote the same again). So a request whose conversation holds such a reply bounds every list
+of the call schema (``maxItems``, which the server's grammar enforces) and says why in its last message; a
+conversation without one is sent exactly as before.
+
 The rewrite happens in :meth:`SchemaToolClient.send`, above the transport, so a recording (vcrpy patches the
 transport layer) holds what went over the wire and a replay runs this code too.
 """
@@ -24,6 +30,7 @@ import httpx
 
 from trials.endpoints.client import server_root
 
+CUT_OFF_MAX_ITEMS = 5  # the bound on each list of a call after a cut-off one (its minItems where that is larger)
 TEXT_REPLY = "reply"  # the extra choice when the request lets the model answer in text (tool_choice "auto")
 SCHEMA_NAME = "tool_call"  # the response format's name: a recording made through this client is known by it
 
@@ -98,6 +105,37 @@ def _argument(name: str, spec: dict[str, Any], required: bool) -> str:
     return text
 
 
+def _is_cut_off(message: dict[str, Any]) -> bool:
+    """An assistant message that is a call cut off: text that opens a call object and is not JSON (a complete call
+    went back as ``tool_calls``, a text reply as plain text)."""
+    content = message.get("content")
+    if message.get("role") != "assistant" or not isinstance(content, str) or not content.lstrip().startswith('{"name"'):
+        return False
+    try:
+        json.loads(content)
+    except ValueError:
+        return True
+    return False
+
+
+def bound_lists(schema: Any, max_items: int = CUT_OFF_MAX_ITEMS) -> Any:
+    """``schema`` with every array that has no ``maxItems`` given one (``max_items``, or its ``minItems``)."""
+    if isinstance(schema, list):
+        return [bound_lists(item, max_items) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: bound_lists(v, max_items) for k, v in schema.items()}
+    if out.get("type") == "array" and "maxItems" not in out:
+        out["maxItems"] = max(max_items, int(out.get("minItems", 0)))
+    return out
+
+
+def cut_off_note(count: int) -> str:
+    return (f"Your last reply was cut off at the token limit before the call was complete ({count} so far in this "
+            f"conversation): it repeated itself. Reply with one complete call; every list now holds at most "
+            f"{CUT_OFF_MAX_ITEMS} items, so keep them short and do not repeat an item.")
+
+
 def rewrite_request(body: dict[str, Any]) -> dict[str, Any] | None:
     """The request to send instead of ``body``, or None when it has no tools to rewrite (or asks for a response
     format of its own, which cannot be combined with the call schema)."""
@@ -117,9 +155,18 @@ def rewrite_request(body: dict[str, Any]) -> dict[str, Any] | None:
         messages[0]["content"] = f"{messages[0]['content'].rstrip()}\n\n{note}"
     else:
         messages.insert(0, {"role": "system", "content": note})
+    schema = call_schema(tools, allow_text=allow_text)
+    if cut := sum(map(_is_cut_off, messages)):
+        schema = bound_lists(schema)  # for the rest of the conversation
+        said = [m for m in messages if m.get("role") == "assistant"]
+        if _is_cut_off(said[-1]):  # the reply just before this request: say why the lists are bounded now
+            last = messages[-1]
+            if last.get("role") == "user" and isinstance(last.get("content"), str):
+                last["content"] = f"{last['content'].rstrip()}\n\n{cut_off_note(cut)}"
+            else:
+                messages.append({"role": "user", "content": cut_off_note(cut)})
     new["messages"] = messages
-    new["response_format"] = {"type": "json_schema",
-                              "json_schema": {"name": SCHEMA_NAME, "schema": call_schema(tools, allow_text=allow_text)}}
+    new["response_format"] = {"type": "json_schema", "json_schema": {"name": SCHEMA_NAME, "schema": schema}}
     return new
 
 
