@@ -190,13 +190,21 @@ class Evolution:
                  f"flipping task(s): {', '.join(sorted(pairs.flipping))}")
         groups, findings = self._analysis(n, incumbent, rdir, len(pairs.pairs))
         selected = self._select(groups)
+        want, spare = self.opt.candidates, self.opt.spare_groups
         self.say(f"round {n}: {len(findings)} finding(s), {len(groups)} group(s); selected: "
-                 + (", ".join(g.name for g, _ in selected) or "none"))
+                 + (", ".join(g.name for g, _ in selected[:want]) or "none")
+                 + (f"; if a proposal or an implementation fails, next: "
+                    f"{', '.join(g.name for g, _ in selected[want:want + spare])}" if selected[want:want + spare] else ""))
         if not selected:
             return self._end(n, None, "no group of findings to propose for", "final")
         guard = OverfitGuard(ctl.tasks_dir, ctl.dev_tasks())
         cands = []
-        for g, revisit in selected:
+        # the groups in order until `want` candidates exist: a failed or refused proposal, or an implementation
+        # that failed, passes the turn to the next group (at most `spare` of them); the night of 2026-12-07 ended
+        # its round on the one selected group's invalid proposal with five groups untried
+        for tried, (g, revisit) in enumerate(selected):
+            if len(cands) >= want or tried >= want + spare:
+                break
             self.say(f"round {n}: research, then a proposal, for group {g.name!r}")
             research = self.steps.research(n, g, rdir)
             lines = [findings[m] for m in g.members if m in findings]
@@ -267,13 +275,16 @@ class Evolution:
         return rank(result.groups, rejected_attempts(self.led.events)), lines
 
     def _select(self, groups: list[Group]) -> list[tuple[Group, str]]:
-        """The top groups, then (revisit) groups tried and rejected, once each, with their failure evidence."""
-        out = [(g, "") for g in groups if g.status == "ranked"][: self.opt.candidates]
-        if len(out) < self.opt.candidates and self.opt.revisit:
+        """The groups in the order they are tried: the ranked ones, then (revisit) groups tried and rejected,
+        once each, with their failure evidence. The loop takes the first ``candidates`` of them, and the next
+        ``spare_groups`` where a proposal or an implementation fails."""
+        limit = self.opt.candidates + self.opt.spare_groups
+        out = [(g, "") for g in groups if g.status == "ranked"][:limit]
+        if len(out) < limit and self.opt.revisit:
             revisited = {(e.proposal.get("group") or {}).get("signature") for e in self.led.find("proposal")
                          if e.proposal.get("revisit_of")}
             for g in groups:
-                if g.status == "excluded" and g.signature not in revisited and len(out) < self.opt.candidates:
+                if g.status == "excluded" and g.signature not in revisited and len(out) < limit:
                     out.append((g, self._evidence(g)))
         return out
 

@@ -19,6 +19,8 @@ class EvolveOptions(BaseModel):
 
     rounds: int = Field(ge=1, description="the last round number to reach")
     candidates: int = Field(1, ge=1, description="groups (so candidates) per round")
+    spare_groups: int = Field(2, ge=0, description="groups tried after those when a proposal or an implementation "
+                              "fails (the next ranked ones); the candidates evaluated stay at most `candidates`")
     resume: bool = False
     external_research: bool = True
     harness_evidence: bool = True

@@ -288,6 +288,24 @@ def test_the_main_jobs_read_only_roles_answer_after_three_repeats() -> None:
     agents = ExperimentConfig.model_validate(tomllib.loads(demo.read_text())).agents
     for name in ("analyst", "researcher", "proposer"):
         role = agents.role_limits(get_role(name))
-        assert role.limits.max_repeated_calls == 3, name
+        assert role.limits.max_repeated_calls == role.limits.max_repeated_failures == 3, name
         assert role.limits.max_turns == get_role(name).limits.max_turns  # the other limits stay the role's own
     assert agents.role_limits(get_role("implementer")).limits.max_repeated_calls == 0
+
+
+def test_a_corrective_turn_samples_instead_of_repeating_itself(workspace: Path, tmp_path: Path) -> None:
+    """At temperature 0 the 1.5B proposer wrote one invalid answer three times, word for word (night of
+    2026-12-07). A request that answers a corrective turn samples (temperature 0.7, the seed moved on by the
+    turns so far); every other request keeps the role's settings."""
+    bad = {"answer": "x", "evidence": [{"path": "a.txt"}]}
+    script = [call("list_dir", path="."), call("read_file", path="a.txt"), call("final_answer", **bad),
+              call("final_answer", **bad), call("final_answer", **GOOD)]
+    with ScriptedServer(script) as srv:
+        result = run_role(get_role("explorer"), {"question": "q"}, workspace, backend(srv),
+                          transcripts=tmp_path / "tr")
+        sent = [(r.get("temperature"), r.get("seed")) for r in srv.requests]
+    assert result.output.model_dump() == GOOD
+    assert sent == [(0.0, 0), (0.0, 0), (0.0, 0), (0.7, 1), (0.7, 2)]
+    rows = read_transcript(result.transcript)
+    assert [(r["temperature"], r["seed"], r["corrective_turns"]) for r in rows if r["kind"] == "resample"] == \
+        [(0.7, 1, 1), (0.7, 2, 2)]

@@ -80,3 +80,27 @@ def test_research_references_reach_the_proposer(tmp_path):
     (proposer,) = (exp.root / "rounds" / "r01" / "transcripts").glob("proposer-*.jsonl")
     prompt = next(r["text"] for r in read_transcript(proposer) if r["kind"] == "prompt")
     assert ref["id"] in prompt and "confirm once, then runs the checks" in prompt
+
+
+def test_a_failed_proposal_or_implementation_passes_the_turn_to_the_next_group(tmp_path):
+    """The night of 2026-12-07 ended its round on the one selected group's invalid proposal, five groups untried.
+    Now, with one candidate wanted, the next ranked groups are tried (spare_groups, 2 by default) until one is
+    implemented; with spare_groups 0 only the first is."""
+    failing = {"mechanism": "x-y", "summary": "a proposal whose implementation fails",
+               "behaviour_change": "nothing at all", "setting": "x.y"}
+    bad = {"mechanism": "NOT A SLUG", "summary": "short"}  # invalid: the proposer's call fails
+    for spare, tried in ((2, 3), (0, 1)):
+        exp = _with_reference(tmp_path / f"spare{spare}", {"alpha": "pf", "beta": "pf", "gamma": "pf", "delta": "pf"})
+        assert set_toml_value(exp.config_path, "tasks.development", ["alpha", "beta", "gamma", "delta"])
+        roles = ScriptedRoles({1: [bad, failing, failing, failing]}, tmp_path / f"calls{spare}.log", split_groups=True)
+        report = Evolution(exp, EvolveOptions(rounds=1, external_research=False, spare_groups=spare), roles).run()
+        assert report.final and report.rounds[0]["adopted"] is None
+        proposals = exp.ledger.find("proposal")
+        assert len(proposals) == tried, [(p.key, p.status) for p in proposals]
+        assert len({p.key for p in proposals}) == tried  # each a group of its own
+        assert proposals[0].status == "failed"
+        assert [e.status for e in exp.ledger.find("implementation")] == ["failed"] * (tried - 1)
+        # resumed, nothing is tried again
+        again = Evolution(exp, EvolveOptions(rounds=1, resume=True, external_research=False, spare_groups=spare),
+                          roles).run()
+        assert again.final and len(exp.ledger.find("proposal")) == tried

@@ -137,12 +137,13 @@ class ScriptedRoles:
 
     def __init__(self, proposals: dict[int, list[dict]], count_file: Path, *, price_per_mtok: float = 10.0,
                  run_check: tuple[str, ...] = ("verify-completion",), bad_findings: bool = False,
-                 build_as: str = ""):
+                 build_as: str = "", split_groups: bool = False):
         from trials.endpoints.spec import PriceTable
 
         self.proposals, self.count_file, self.run_check = proposals, count_file, run_check
         self.bad_findings = bad_findings  # the analyst cites an episode that does not exist
         self.build_as = build_as
+        self.split_groups = split_groups  # the grouper puts each finding in a group of its own
         self.price = PriceTable(input_per_mtok=price_per_mtok, output_per_mtok=price_per_mtok)
         self.tool_results: list[tuple[str, str]] = []
 
@@ -170,6 +171,9 @@ class ScriptedRoles:
         elif role == "grouper":
             ids = [ln.split()[1] for ln in job.prompt.splitlines() if ln.startswith("- f")]
             answer = {"groups": [{"name": "verify before claiming", "wish": "check before a claim", "members": ids}]}
+            if self.split_groups:
+                answer = {"groups": [{"name": f"wish {i}", "wish": f"the harness should do thing {i}",
+                                      "members": [fid]} for i, fid in enumerate(ids, 1)]}
         elif role == "reviewer":
             names = [ln[3:] for ln in job.prompt.splitlines() if ln.startswith("## ")]
             answer = {"reviews": [{"group": n, "verdict": "accept", "applies_to_all": True, "distinct": True,

@@ -106,6 +106,9 @@ def evolve_cmd(
     name: Annotated[str, typer.Argument(help="experiment name or path")],
     rounds: Annotated[int, typer.Option("--rounds", help="the last round number to reach")] = 1,
     candidates: Annotated[int, typer.Option("--candidates", help="groups, so candidates, per round")] = 1,
+    spare_groups: Annotated[int, typer.Option("--spare-groups", min=0, help="groups tried after those when a "
+                                              "proposal or an implementation fails (the next ranked ones); at "
+                                              "most --candidates are evaluated")] = 2,
     resume: Annotated[bool, typer.Option("--resume", help="continue a started round; finished work is kept")]
     = False,
     no_external_research: Annotated[bool, typer.Option("--no-external-research",
@@ -150,7 +153,8 @@ def evolve_cmd(
         raise typer.Exit(1) from None
     _resume_lines(exp, config)
     try:
-        opts = EvolveOptions(rounds=rounds, candidates=candidates, resume=resume, patience=patience,
+        opts = EvolveOptions(rounds=rounds, candidates=candidates, spare_groups=spare_groups, resume=resume,
+                             patience=patience,
                              external_research=not no_external_research,
                              harness_evidence=not no_harness_evidence, max_usd=max_usd, max_tokens=max_tokens,
                              max_hours=max_hours, max_pairs=max_pairs,

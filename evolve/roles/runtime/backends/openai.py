@@ -32,6 +32,7 @@ from pydantic_ai import (
 from pydantic_ai.exceptions import ModelAPIError, ModelHTTPError
 from pydantic_ai.messages import ModelRequest, ModelResponse
 from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
 from evolve.roles.runtime.backends.base import BackendJob, BackendReply
@@ -42,6 +43,7 @@ from evolve.roles.runtime.transcript import Transcript, clip
 from trials.endpoints.spec import EndpointSpec
 
 FINAL_TOOL = "final_answer"
+RETRY_TEMPERATURE = 0.7  # a corrective turn samples at least this hot (see ResampleOnRetry)
 
 
 class OpenAIBackend:
@@ -85,12 +87,12 @@ class OpenAIBackend:
     async def run(self, job: BackendJob) -> BackendReply:
         client = self._client()
         try:
-            return await self._run(job, OpenAIChatModel(self.endpoint.model,
-                                                        provider=OpenAIProvider(openai_client=client)))
+            model = OpenAIChatModel(self.endpoint.model, provider=OpenAIProvider(openai_client=client))
+            return await self._run(job, ResampleOnRetry(model, job.ctx.transcript))
         finally:
             await client.close()  # its connections belong to this event loop
 
-    async def _run(self, job: BackendJob, model: OpenAIChatModel) -> BackendReply:
+    async def _run(self, job: BackendJob, model: Any) -> BackendReply:
         role, limits = job.role, job.role.limits
         agent: Agent[None, Any] = Agent(
             model, output_type=_output_spec(job), instructions=job.system,
@@ -133,6 +135,31 @@ class OpenAIBackend:
         usage = Usage(input_tokens=run_usage.input_tokens or 0, output_tokens=run_usage.output_tokens or 0,
                       requests=run_usage.requests)
         return BackendReply(output=result.output, usage=usage)
+
+
+class ResampleOnRetry(WrapperModel):
+    """The endpoint's model, except that a request answering a corrective turn samples: temperature at least
+    ``RETRY_TEMPERATURE`` and the seed moved on by the number of corrective turns so far. At temperature 0 a
+    small model sent back with the same context plus one line of feedback writes the same invalid answer again:
+    the night of 2026-12-07, the 1.5B proposer gave one answer three times, word for word, and the round ended
+    on it. Requests that are not corrective keep the role's own settings (recordings match on them)."""
+
+    def __init__(self, wrapped: Any, transcript: Transcript):
+        super().__init__(wrapped)
+        self.transcript = transcript
+
+    async def request(self, messages: list[Any], model_settings: Any, model_request_parameters: Any) -> Any:
+        last = messages[-1] if messages else None
+        if isinstance(last, ModelRequest) and any(_is_corrective(p) for p in last.parts):
+            turns = sum(1 for m in messages if isinstance(m, ModelRequest)
+                        for p in m.parts if _is_corrective(p))
+            settings = dict(model_settings or {})
+            settings["temperature"] = max(float(settings.get("temperature") or 0.0), RETRY_TEMPERATURE)
+            settings["seed"] = int(settings.get("seed") or 0) + turns
+            self.transcript.write("resample", temperature=settings["temperature"], seed=settings["seed"],
+                                  corrective_turns=turns)
+            model_settings = settings
+        return await super().request(messages, model_settings, model_request_parameters)
 
 
 def backend_error(role: str, exc: Exception, usage: Usage) -> RoleError:
