@@ -202,3 +202,52 @@ def test_an_experiment_limited_to_the_settings_tier_offers_only_it_and_requires_
     assert "- settings: new values" in backend.prompts[0] and "- code: a new mechanism" not in backend.prompts[0]
     assert "Prompt templates:" not in backend.prompts[0]
     assert "Switches of the behaviours these findings involve" in backend.prompts[0]
+
+
+def test_two_tiers_make_one_schema_variant_each_that_requires_its_values(tmp_path):
+    """The main job's tiers (settings, prompt): the 1.5B proposer answered tier settings with no `settings` three
+    times (night of 2026-12-07). The schema is now one variant per tier, each requiring its values, so a
+    constrained server cannot produce that answer; the validator still refuses it elsewhere."""
+    from pydantic import ValidationError
+
+    from evolve.roles.proposals.models import TIERS, ProposerAnswer, answer_model
+    from evolve.roles.runtime.backends.schema_tools import call_schema
+
+    model = answer_model(["settings", "prompt"])
+    schema = model.model_json_schema()
+    assert schema["type"] == "object" and "properties" not in schema and "SettingChange" in schema["$defs"]
+    tiers = {v["properties"]["tier"]["const"]: v for v in schema["anyOf"]}
+    assert set(tiers) == {"settings", "prompt"}
+    assert "settings" in tiers["settings"]["required"] and tiers["settings"]["properties"]["settings"]["minItems"] == 1
+    assert "templates" in tiers["prompt"]["required"] and tiers["prompt"]["properties"]["templates"]["minItems"] == 1
+    # the call schema a llama.cpp server gets inlines the $defs into each variant
+    wire = call_schema([{"type": "function", "function": {"name": "final_answer", "parameters": schema}}],
+                       allow_text=False)
+    settings_items = wire["properties"]["arguments"]["anyOf"][0]["properties"]["settings"]["items"]
+    assert settings_items["properties"]["key"]["type"] == "string" and "$ref" not in json.dumps(wire)
+    with pytest.raises(ValidationError, match="give `settings`"):
+        model.model_validate({**settings_answer(), "settings": []})
+    assert model.model_validate(settings_answer(**{"terminus.confirmations": 3})).tier == "settings"
+    # the full set of tiers keeps the one-object schema its recordings were made with
+    assert "properties" in ProposerAnswer.model_json_schema() and answer_model(list(TIERS)) is ProposerAnswer
+
+
+def test_a_two_tier_proposal_through_the_openai_backend_on_a_schema_server(tmp_path):
+    """The per-tier schema as the main job sends it: pydantic-ai's loop, the schema tool client, a llama.cpp-
+    flavoured scripted server that answers in text; the answer comes back as the proposal."""
+    from evolve.roles.runtime import make_backend
+    from trials.endpoints.scripted import ScriptedServer
+    from trials.endpoints.spec import EndpointSpec
+
+    answer = settings_answer(**{"terminus.confirmations": 3})
+    with ScriptedServer([{"content": json.dumps({"name": "final_answer", "arguments": answer})}],
+                        flavor="llamacpp") as srv:
+        backend = make_backend("openai", EndpointSpec(base_url=srv.base_url, model="scripted", tool_calls="schema"))
+        spec, verdict, _ = propose(ProposerInputs(group=GROUP, findings=["f1"], dev_tasks=DEV,
+                                                  tiers=["settings", "prompt"]),
+                                   SEED, backend, OverfitGuard(STARTER, DEV), transcripts=tmp_path / "tr", harness=SEED)
+        sent = srv.requests[0]["response_format"]["json_schema"]["schema"]
+    assert not verdict.refused and spec.tier == "settings" and spec.settings == {"terminus.confirmations": 3}
+    (final,) = [c for c in sent.get("anyOf", [sent]) if c["properties"]["name"]["const"] == "final_answer"]
+    variants = final["properties"]["arguments"]["anyOf"]
+    assert [v["properties"]["tier"]["const"] for v in variants] == ["settings", "prompt"]

@@ -11,6 +11,7 @@ A proposal states its tier, the cheapest kind of change that carries its mechani
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
@@ -72,6 +73,35 @@ class ProposerAnswer(BaseModel):
         return self
 
 
+TIER_FIELD = {"settings": "settings", "prompt": "templates", "code": "setting"}  # what each tier must give
+
+
+def _one_variant_per_tier(allowed: tuple[str, ...]) -> Any:
+    """A ``json_schema_extra`` that makes the answer's schema one object variant per tier (``anyOf``), each
+    requiring what its tier must give (a non-empty ``settings`` or ``templates``, a ``setting`` name), so that
+    constrained decoding cannot name a tier and leave out its values. The validator says the same to a server
+    that does not constrain. The night of 2026-12-07: the 1.5B proposer answered tier settings with no
+    ``settings``, three times, and the round ended on it."""
+
+    def extra(schema: dict[str, Any]) -> None:
+        _tier_required(schema)
+        keep = {k: schema.pop(k) for k in ("title", "description", "$defs") if k in schema}
+        variants = []
+        for tier in allowed:
+            v = json.loads(json.dumps(schema))
+            v["properties"]["tier"] = {"const": tier, "type": "string",
+                                       "description": v["properties"]["tier"].get("description", "")}
+            need = TIER_FIELD[tier]
+            v["properties"][need] = {**v["properties"][need], **({"minLength": 3} if tier == "code" else
+                                                                 {"minItems": 1})}
+            v["required"] = [*v.get("required", []), *([need] if need not in v.get("required", []) else [])]
+            variants.append(v)
+        schema.clear()
+        schema.update({**keep, "type": "object", "anyOf": variants})
+
+    return extra
+
+
 def answer_model(tiers: list[str]) -> type[ProposerAnswer]:
     """The answer model offering only ``tiers`` (constrained decoding then cannot choose another one)."""
     if set(tiers) == set(TIERS):
@@ -81,10 +111,16 @@ def answer_model(tiers: list[str]) -> type[ProposerAnswer]:
         raise ValueError(f"no known tier among {tiers} (tiers: {', '.join(TIERS)})")
     fields: dict[str, Any] = {"tier": (Literal[allowed], Field(allowed[0], description=ProposerAnswer.model_fields[
         "tier"].description))}
+    base: type[ProposerAnswer] = ProposerAnswer
     if allowed == ("settings",):  # the schema itself then asks for the values (a small model left them out)
         fields["settings"] = (list[SettingChange], Field(min_length=1, description=ProposerAnswer.model_fields[
             "settings"].description))
-    model = create_model("ProposerAnswer", __base__=ProposerAnswer, **fields)
+    else:
+        class _PerTier(ProposerAnswer):
+            model_config = ConfigDict(extra="forbid", json_schema_extra=_one_variant_per_tier(allowed))
+
+        base = _PerTier
+    model = create_model("ProposerAnswer", __base__=base, **fields)
     model.__doc__ = ProposerAnswer.__doc__
     return model
 
