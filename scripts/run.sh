@@ -52,7 +52,9 @@ if [ ! -f "$RUNS/demo/experiment.toml" ]; then  # its presence means the experim
   done
   rise init demo --config scripts/demo-experiment.toml --runs-dir "$RUNS" --no-power
 fi
-# The bundled 1.5B never wrote a working mechanism (README): its proposals take the tiers it can carry out, new
-# values for the Handbook's switches or prompt text (pass --tiers settings,prompt,code to allow code).
+# The bundled 1.5B never wrote a working mechanism (README), and on the night of 2026-12-07 it could not edit a
+# prompt template either (both prompt-tier candidates of round 2: "the implementer changed nothing"). So its
+# proposals take the one tier that needs no coding agent: new values for the Handbook's switches, made into the
+# candidate mechanically (pass --tiers settings,prompt or settings,prompt,code to allow more).
 exec rise evolve demo --runs-dir "$RUNS" --config scripts/demo-experiment.toml --rounds 1 --resume \
-  --tiers settings,prompt "$@"
+  --tiers settings "$@"
