@@ -134,7 +134,8 @@ def test_a_role_call_whose_answer_was_cut_off_gets_bounded_lists_and_then_answer
     ws.mkdir()
     (ws / "a.txt").write_text("hello world\n")
     good = {"answer": "it says hello", "evidence": [{"path": "a.txt", "detail": "line 1"}]}
-    loop = '{"name": "final_answer", "arguments": {"answer": "x", "evidence": [' + '{"path": "a.txt"}, ' * 200
+    # spaced as the live 1.5B writes it (its first cut-off of the night began '{\n  "name"' and went unnoticed)
+    loop = '{\n  "name": "final_answer",\n  "arguments": {"answer": "x", "evidence": [' + '{"path": "a.txt"}, ' * 200
     read = {"content": json.dumps({"name": "read_file", "arguments": {"path": "a.txt"}})}
     script = [read, {"content": loop, "finish_reason": "length"}, read,
               {"content": json.dumps({"name": "final_answer", "arguments": good})}]
@@ -150,3 +151,6 @@ def test_a_role_call_whose_answer_was_cut_off_gets_bounded_lists_and_then_answer
     notes = ["cut off at the token limit" in json.dumps(r["messages"]) for r in requests]
     assert notes == [False, False, True, False]  # said once, in the request right after the cut-off (not history)
     assert "cut off at the token limit" in requests[2]["messages"][-1]["content"]
+    # and the request after the cut-off (a corrective turn after a text reply) samples
+    assert [(r.get("temperature"), r.get("seed")) for r in requests] == [(0.0, 0), (0.0, 0), (0.7, 1), (0.0, 0)]
+    assert [row["kind"] for row in read_transcript(result.transcript)].count("resample") == 1

@@ -116,8 +116,9 @@ class OpenAIBackend:
             try:
                 async with agent.iter(job.prompt, model_settings=self._request_settings(job),
                                       usage_limits=usage_limits) as agent_run:
-                    async for node in agent_run:
-                        _record_node(transcript, node)
+                    async for node in agent_run:  # a node is seen here before it runs
+                        if _record_node(transcript, node) and isinstance(model, ResampleOnRetry):
+                            model.corrective_turn()  # so the request it makes next samples
                     result = agent_run.result
             except UnexpectedModelBehavior as exc:
                 fields = failing_fields(messages)
@@ -147,12 +148,19 @@ class ResampleOnRetry(WrapperModel):
     def __init__(self, wrapped: Any, transcript: Transcript):
         super().__init__(wrapped)
         self.transcript = transcript
+        self.turns = 0  # corrective turns so far
+        self.pending = False  # the next request answers one
+
+    def corrective_turn(self) -> None:
+        """The loop is about to send a corrective turn (told by the agent run's nodes: the messages this model
+        gets do not always say so, e.g. the retry after a text reply arrives as a system part)."""
+        self.turns += 1
+        self.pending = True
 
     async def request(self, messages: list[Any], model_settings: Any, model_request_parameters: Any) -> Any:
-        last = messages[-1] if messages else None
-        if isinstance(last, ModelRequest) and any(_is_corrective(p) for p in last.parts):
-            turns = sum(1 for m in messages if isinstance(m, ModelRequest)
-                        for p in m.parts if _is_corrective(p))
+        if self.pending:
+            self.pending = False
+            turns = self.turns
             settings = dict(model_settings or {})
             settings["temperature"] = max(float(settings.get("temperature") or 0.0), RETRY_TEMPERATURE)
             settings["seed"] = int(settings.get("seed") or 0) + turns
@@ -199,8 +207,9 @@ def _as_tool(spec: ToolSpec, job: BackendJob) -> Tool[None]:
     return tool
 
 
-def _record_node(transcript: Transcript, node: Any) -> None:
-    """Write the model's reply (text, tool calls, usage) and the corrective prompts as they happen."""
+def _record_node(transcript: Transcript, node: Any) -> bool:
+    """Write the model's reply (text, tool calls, usage) and the corrective prompts as they happen; whether the
+    node is a request that carries a corrective turn."""
     if Agent.is_call_tools_node(node):
         response: ModelResponse = node.model_response
         parts: list[dict[str, Any]] = []
@@ -215,11 +224,15 @@ def _record_node(transcript: Transcript, node: Any) -> None:
                          usage={"input_tokens": response.usage.input_tokens,
                                 "output_tokens": response.usage.output_tokens})
     elif Agent.is_model_request_node(node):
+        corrective = False
         for part in node.request.parts:
             if _is_corrective(part):
+                corrective = True
                 text = part.content if isinstance(part.content, str) else json.dumps(part.content, default=str)
                 transcript.write("corrective_turn", tool=getattr(part, "tool_name", None), fields=_fields_of(part),
                                  text=clip(text))
+        return corrective
+    return False
 
 
 def _is_corrective(part: Any) -> bool:

@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from typing import Any, Literal
 
 import httpx
 
 from trials.endpoints.client import server_root
 
+_OPENS_CALL = re.compile(r'\s*\{\s*"name"\s*:')  # a call object's start, however the model spaced it
 CUT_OFF_MAX_ITEMS = 5  # the bound on each list of a call after a cut-off one (its minItems where that is larger)
 TEXT_REPLY = "reply"  # the extra choice when the request lets the model answer in text (tool_choice "auto")
 SCHEMA_NAME = "tool_call"  # the response format's name: a recording made through this client is known by it
@@ -109,7 +111,7 @@ def _is_cut_off(message: dict[str, Any]) -> bool:
     """An assistant message that is a call cut off: text that opens a call object and is not JSON (a complete call
     went back as ``tool_calls``, a text reply as plain text)."""
     content = message.get("content")
-    if message.get("role") != "assistant" or not isinstance(content, str) or not content.lstrip().startswith('{"name"'):
+    if message.get("role") != "assistant" or not isinstance(content, str) or not _OPENS_CALL.match(content):
         return False
     try:
         json.loads(content)
