@@ -215,13 +215,19 @@ def test_a_call_failing_again_and_again_withdraws_the_tools(workspace: Path, tmp
     assert [(r["tool"], r["failures"]) for r in rows if r["kind"] == "repeat_breaker"] == [("read_file", 3)]
 
 
-def test_repeat_counts_clear_on_success_and_can_be_switched_off(tmp_path: Path) -> None:
-    from evolve.roles.runtime.tools import ToolContext, _count_repeats, get_tool
+def _tool_ctx(tmp_path: Path, **limits: int):
+    """A tool context with ``limits`` (the repeat counters start empty)."""
+    from evolve.roles.runtime.tools import ToolContext
     from evolve.roles.runtime.transcript import Transcript
 
-    def ctx(limit: int) -> ToolContext:
-        return ToolContext(workspace=tmp_path, limits=Limits(max_repeated_failures=limit),
-                           transcript=Transcript.create(tmp_path / "tr", "t"))
+    return ToolContext(workspace=tmp_path, limits=Limits(**limits), transcript=Transcript.create(tmp_path / "tr", "t"))
+
+
+def test_repeat_counts_clear_on_success_and_can_be_switched_off(tmp_path: Path) -> None:
+    from evolve.roles.runtime.tools import _count_repeats, get_tool
+
+    def ctx(limit: int):
+        return _tool_ctx(tmp_path, max_repeated_failures=limit)
 
     read, write = get_tool("read_file"), get_tool("write_file")
     c = ctx(3)
@@ -258,12 +264,10 @@ def test_the_same_read_again_and_again_withdraws_the_tools(workspace: Path, tmp_
 
 
 def test_repeated_reads_count_until_a_write_or_a_failure_and_are_off_by_default(tmp_path: Path) -> None:
-    from evolve.roles.runtime.tools import ToolContext, _count_repeats, get_tool
-    from evolve.roles.runtime.transcript import Transcript
+    from evolve.roles.runtime.tools import _count_repeats, get_tool
 
-    def ctx(limit: int) -> ToolContext:
-        return ToolContext(workspace=tmp_path, limits=Limits(max_repeated_calls=limit),
-                           transcript=Transcript.create(tmp_path / "tr", "t"))
+    def ctx(limit: int):
+        return _tool_ctx(tmp_path, max_repeated_calls=limit)
 
     read, write = get_tool("read_file"), get_tool("write_file")
     c = ctx(3)
