@@ -34,6 +34,8 @@ class EvolveOptions(BaseModel):
     max_pairs: int | None = None
     max_repairs: int = 2
     role_limits: dict[str, Any] = Field(default_factory=dict, description="Limits fields for every role")
+    strict_switches: bool = Field(False, description="the proposer's schema allows only the Handbook's switches "
+                                  "as setting keys (for small models on a constraining server)")
     tiers: list[Literal["settings", "prompt", "code"]] = Field(
         default_factory=lambda: ["settings", "prompt", "code"], min_length=1,
         description="the mechanism tiers a proposal may take (a model that cannot write code: settings, prompt)")

@@ -94,7 +94,7 @@ class RoundSteps:
                                        "behaviours": g.behaviours},
                                 findings=findings, references=refs, history=self.history(),
                                 revisit=revisit, dev_tasks=ctl.dev_tasks(), stable_tasks=stable,
-                                tiers=list(self.evo.opt.tiers))
+                                tiers=list(self.evo.opt.tiers), strict_switches=self.evo.opt.strict_switches)
         try:
             spec, verdict, res = propose(inputs, workspace, self.evo.backends("proposer", key), guard, role=role,
                                          saved=unit_file(rdir, key), transcripts=rdir / "transcripts",

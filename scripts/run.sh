@@ -55,6 +55,7 @@ fi
 # The bundled 1.5B never wrote a working mechanism (README), and on the night of 2026-12-07 it could not edit a
 # prompt template either (both prompt-tier candidates of round 2: "the implementer changed nothing"). So its
 # proposals take the one tier that needs no coding agent: new values for the Handbook's switches, made into the
-# candidate mechanically (pass --tiers settings,prompt or settings,prompt,code to allow more).
+# candidate mechanically (pass --tiers settings,prompt or settings,prompt,code to allow more); its keys can only
+# be the Handbook's switches (--strict-switches: it wrote behaviour ids as keys).
 exec rise evolve demo --runs-dir "$RUNS" --config scripts/demo-experiment.toml --rounds 1 --resume \
-  --tiers settings "$@"
+  --tiers settings --strict-switches "$@"

@@ -251,3 +251,33 @@ def test_a_two_tier_proposal_through_the_openai_backend_on_a_schema_server(tmp_p
     (final,) = [c for c in sent.get("anyOf", [sent]) if c["properties"]["name"]["const"] == "final_answer"]
     variants = final["properties"]["arguments"]["anyOf"]
     assert [v["properties"]["tier"]["const"] for v in variants] == ["settings", "prompt"]
+
+
+def test_strict_switches_make_the_schema_list_the_switches_as_the_only_keys(tmp_path):
+    """The 1.5B wrote behaviour ids as keys and whole switch lines as values (night of 2026-12-07; refused). With
+    strict_switches the answer's schema names the switches, so a constraining server offers no other key."""
+    from pydantic import ValidationError
+
+    from evolve.roles.proposals.models import answer_model
+    from evolve.roles.runtime import make_backend
+    from trials.endpoints.scripted import ScriptedServer
+    from trials.endpoints.spec import EndpointSpec
+
+    model = answer_model(["settings"], ["terminus.confirmations", "tmux.max_send_bytes"])
+    item = model.model_json_schema()["$defs"]["SettingChange"]["properties"]["key"]
+    assert item["enum"] == ["terminus.confirmations", "tmux.max_send_bytes"]
+    with pytest.raises(ValidationError, match="settings.0.key"):
+        model.model_validate(settings_answer(**{"dispatch.commands": "tmux.max_send_bytes = 16000"}))
+    answer = settings_answer(**{"terminus.confirmations": 3})
+    with ScriptedServer([{"content": json.dumps({"name": "final_answer", "arguments": answer})}],
+                        flavor="llamacpp") as srv:
+        backend = make_backend("openai", EndpointSpec(base_url=srv.base_url, model="scripted", tool_calls="schema"))
+        spec, verdict, _ = propose(ProposerInputs(group=GROUP, findings=["f1"], dev_tasks=DEV, tiers=["settings"],
+                                                  strict_switches=True),
+                                   SEED, backend, OverfitGuard(STARTER, DEV), transcripts=tmp_path / "tr", harness=SEED)
+        wire = json.dumps(srv.requests[0]["response_format"])
+    assert not verdict.refused and spec.settings == {"terminus.confirmations": 3}
+    assert '"enum": ["' in wire and '"terminus.confirmations"' in wire and '"tmux.max_send_bytes"' in wire
+    # off (the default), the key stays free text, as the recordings were made
+    free = answer_model(["settings"]).model_json_schema()["$defs"]["SettingChange"]["properties"]["key"]
+    assert "enum" not in free

@@ -106,6 +106,9 @@ def evolve_cmd(
     name: Annotated[str, typer.Argument(help="experiment name or path")],
     rounds: Annotated[int, typer.Option("--rounds", help="the last round number to reach")] = 1,
     candidates: Annotated[int, typer.Option("--candidates", help="groups, so candidates, per round")] = 1,
+    strict_switches: Annotated[bool, typer.Option("--strict-switches", help="a settings-tier proposal's keys "
+                                                  "can only be the Handbook's switches (its answer schema lists "
+                                                  "them; for a small model on a constraining server)")] = False,
     spare_groups: Annotated[int, typer.Option("--spare-groups", min=0, help="groups tried after those when a "
                                               "proposal or an implementation fails (the next ranked ones); at "
                                               "most --candidates are evaluated")] = 2,
@@ -154,6 +157,7 @@ def evolve_cmd(
     _resume_lines(exp, config)
     try:
         opts = EvolveOptions(rounds=rounds, candidates=candidates, spare_groups=spare_groups, resume=resume,
+                             strict_switches=strict_switches,
                              patience=patience,
                              external_research=not no_external_research,
                              harness_evidence=not no_harness_evidence, max_usd=max_usd, max_tokens=max_tokens,

@@ -12,6 +12,7 @@ A proposal states its tier, the cheapest kind of change that carries its mechani
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
@@ -102,20 +103,28 @@ def _one_variant_per_tier(allowed: tuple[str, ...]) -> Any:
     return extra
 
 
-def answer_model(tiers: list[str]) -> type[ProposerAnswer]:
-    """The answer model offering only ``tiers`` (constrained decoding then cannot choose another one)."""
-    if set(tiers) == set(TIERS):
+def answer_model(tiers: list[str], switch_keys: Sequence[str] = ()) -> type[ProposerAnswer]:
+    """The answer model offering only ``tiers`` (constrained decoding then cannot choose another one) and, where
+    ``switch_keys`` are given, only those keys for a setting (the night of 2026-12-07: the 1.5B put behaviour ids
+    as keys and whole switch lines as values, and the proposal was refused)."""
+    if set(tiers) == set(TIERS) and not switch_keys:
         return ProposerAnswer
     allowed = tuple(t for t in TIERS if t in tiers)
     if not allowed:
         raise ValueError(f"no known tier among {tiers} (tiers: {', '.join(TIERS)})")
     fields: dict[str, Any] = {"tier": (Literal[allowed], Field(allowed[0], description=ProposerAnswer.model_fields[
         "tier"].description))}
+    change: type[SettingChange] = SettingChange
+    if switch_keys and "settings" in allowed:
+        change = create_model("SettingChange", __base__=SettingChange, key=(
+            Literal[tuple(dict.fromkeys(switch_keys))], Field(description=SettingChange.model_fields["key"].description)))
+        fields["settings"] = (list[change], Field(default_factory=list, description=ProposerAnswer.model_fields[
+            "settings"].description))
     base: type[ProposerAnswer] = ProposerAnswer
     if allowed == ("settings",):  # the schema itself then asks for the values (a small model left them out)
-        fields["settings"] = (list[SettingChange], Field(min_length=1, description=ProposerAnswer.model_fields[
+        fields["settings"] = (list[change], Field(min_length=1, description=ProposerAnswer.model_fields[
             "settings"].description))
-    else:
+    elif len(allowed) > 1:
         class _PerTier(ProposerAnswer):
             model_config = ConfigDict(extra="forbid", json_schema_extra=_one_variant_per_tier(allowed))
 

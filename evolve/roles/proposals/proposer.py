@@ -55,6 +55,9 @@ class ProposerInputs(BaseModel):
                                                                      "allowed values); filled from the harness")
     templates: list[str] = Field(default_factory=list, description="the prompt tier's templates")
     tiers: list[str] = Field(default_factory=lambda: list(TIERS), description="the tiers this experiment allows")
+    strict_switches: bool = Field(False, description="a setting's key in the answer's schema is one of the "
+                                  "switches (constrained decoding cannot name another); off by default only "
+                                  "because the stored recordings were made without it")
     involved: list[Switch] = Field(default_factory=list, description="the switches of the group's behaviours, "
                                                                      "shown next to the findings")
 
@@ -117,10 +120,11 @@ def propose(inputs: ProposerInputs, workspace: str | Path, backend: Backend, gua
     from evolve.experiment.units import run_once
 
     harness = Path(workspace)
-    if set(inputs.tiers) != set(TIERS):  # the answer's schema offers only the allowed tiers
-        role = role.model_copy(update={"output": answer_model(inputs.tiers)})
     if not inputs.switches and "settings" in inputs.tiers:
         inputs = inputs.model_copy(update={"switches": harness_switches(harness)})
+    keys = [s.key for s in inputs.switches] if inputs.strict_switches and "settings" in inputs.tiers else []
+    if set(inputs.tiers) != set(TIERS) or keys:  # the answer's schema offers only the allowed tiers (and keys)
+        role = role.model_copy(update={"output": answer_model(inputs.tiers, keys)})
     if not inputs.involved:
         behaviours = set(inputs.group.behaviours)
         inputs = inputs.model_copy(update={"involved": [s for s in inputs.switches if behaviours & set(s.behaviours)]})
