@@ -281,3 +281,30 @@ def test_strict_switches_make_the_schema_list_the_switches_as_the_only_keys(tmp_
     # off (the default), the key stays free text, as the recordings were made
     free = answer_model(["settings"]).model_json_schema()["$defs"]["SettingChange"]["properties"]["key"]
     assert "enum" not in free
+
+
+def test_with_strict_switches_a_value_equal_to_the_current_one_gets_a_corrective_turn(tmp_path):
+    """The 1.5B's last proposal of the night named a real switch at its current value (refused after the call).
+    With strict switches it is sent back inside the call, and the second answer is taken."""
+    from evolve.roles.proposals.models import answer_model
+    from evolve.roles.proposals.switches import harness_switches
+    from evolve.roles.runtime import make_backend, read_transcript
+    from trials.endpoints.scripted import ScriptedServer
+    from trials.endpoints.spec import EndpointSpec
+
+    now = {s.key: s.current for s in harness_switches(SEED)}
+    model = answer_model(["settings"], list(now), now)
+    with pytest.raises(ValueError, match="already"):
+        model.model_validate(settings_answer(**{"terminus.confirmations": str(now["terminus.confirmations"])}))
+    same = settings_answer(**{"terminus.confirmations": now["terminus.confirmations"]})
+    new = settings_answer(**{"terminus.confirmations": now["terminus.confirmations"] + 1})
+    script = [{"content": json.dumps({"name": "final_answer", "arguments": a})} for a in (same, new)]
+    with ScriptedServer(script, flavor="llamacpp") as srv:
+        backend = make_backend("openai", EndpointSpec(base_url=srv.base_url, model="scripted", tool_calls="schema"))
+        spec, verdict, result = propose(ProposerInputs(group=GROUP, findings=["f1"], dev_tasks=DEV,
+                                                       tiers=["settings"], strict_switches=True),
+                                        SEED, backend, OverfitGuard(STARTER, DEV), transcripts=tmp_path / "tr",
+                                        harness=SEED)
+    assert not verdict.refused and spec.settings == {"terminus.confirmations": now["terminus.confirmations"] + 1}
+    rows = read_transcript(result.transcript)
+    assert any(r["kind"] == "corrective_turn" and "already" in r["text"] for r in rows)

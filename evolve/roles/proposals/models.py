@@ -103,7 +103,18 @@ def _one_variant_per_tier(allowed: tuple[str, ...]) -> Any:
     return extra
 
 
-def answer_model(tiers: list[str], switch_keys: Sequence[str] = ()) -> type[ProposerAnswer]:
+def _same(value: Any, current: Any) -> bool:
+    """Whether a proposed value is the switch's current one, however the model spelled it ("4096", "true")."""
+    def text(v: Any) -> str:
+        if isinstance(v, float) and v.is_integer():
+            v = int(v)
+        return str(v).strip().lower()
+
+    return current is not None and text(value) == text(current)
+
+
+def answer_model(tiers: list[str], switch_keys: Sequence[str] = (),
+                 current: dict[str, Any] | None = None) -> type[ProposerAnswer]:
     """The answer model offering only ``tiers`` (constrained decoding then cannot choose another one) and, where
     ``switch_keys`` are given, only those keys for a setting (the night of 2026-12-07: the 1.5B put behaviour ids
     as keys and whole switch lines as values, and the proposal was refused)."""
@@ -121,11 +132,25 @@ def answer_model(tiers: list[str], switch_keys: Sequence[str] = ()) -> type[Prop
         fields["settings"] = (list[change], Field(default_factory=list, description=ProposerAnswer.model_fields[
             "settings"].description))
     base: type[ProposerAnswer] = ProposerAnswer
+    if current:  # a change to a switch's current value changes nothing: sent back, so the model can fix it
+        now = dict(current)
+
+        class _Changes(ProposerAnswer):
+            @model_validator(mode="after")
+            def _changes_something(self) -> ProposerAnswer:
+                same = [f"{c.key} is {now[c.key]!r} already" for c in self.settings
+                        if c.key in now and _same(c.value, now[c.key])]
+                if same:
+                    raise ValueError(f"settings: {'; '.join(same)}: give each switch a NEW value (the current "
+                                     "values are listed in the prompt)")
+                return self
+
+        base = _Changes
     if allowed == ("settings",):  # the schema itself then asks for the values (a small model left them out)
         fields["settings"] = (list[change], Field(min_length=1, description=ProposerAnswer.model_fields[
             "settings"].description))
     elif len(allowed) > 1:
-        class _PerTier(ProposerAnswer):
+        class _PerTier(base):  # type: ignore[valid-type,misc]
             model_config = ConfigDict(extra="forbid", json_schema_extra=_one_variant_per_tier(allowed))
 
         base = _PerTier
