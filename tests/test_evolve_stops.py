@@ -100,6 +100,10 @@ def test_a_failed_proposal_or_implementation_passes_the_turn_to_the_next_group(t
         assert len({p.key for p in proposals}) == tried  # each a group of its own
         assert proposals[0].status == "failed"
         assert [e.status for e in exp.ledger.find("implementation")] == ["failed"] * (tried - 1)
+        # the morning page says why the round has no power line (no candidate reached the evaluation)
+        from evolve.views.power import NOT_NEEDED, round_power
+
+        assert round_power(exp, 1).measured == NOT_NEEDED
         # resumed, nothing is tried again
         again = Evolution(exp, EvolveOptions(rounds=1, resume=True, external_research=False, spare_groups=spare),
                           roles).run()

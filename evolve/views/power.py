@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from evolve.experiment.store import Experiment
 
 NO_POWER = "power not recorded for this round (decided before rounds booked their power)"
+NOT_NEEDED = "no power was needed: no candidate reached the evaluation in this round"
 
 
 @dataclass
@@ -52,6 +53,10 @@ def round_power(exp: Experiment, round_no: int) -> RoundPower:
     """The round's booked power (measured and the prior's), or :data:`NO_POWER`."""
     found = exp.ledger.find("power", key=f"r{round_no:02d}:power")
     if not found:
+        prefix = f"r{round_no:02d}:"
+        if exp.ledger.done(f"{prefix}end") and not any(e.key.startswith(prefix) and e.key.endswith(":created")
+                                                       for e in exp.ledger.find("candidate_created")):
+            return RoundPower(NOT_NEEDED)  # the night of 2026-12-07: three rounds without a candidate
         return RoundPower(NO_POWER)
     ev = found[0]
     return RoundPower(ev.measured.get("line", ""), ev.prior.get("line", ""), ev.measured.get("power"),
