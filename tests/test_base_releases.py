@@ -479,7 +479,7 @@ def test_noble_base_is_built_and_has_python_3_12(monkeypatch):
             releases.keyring_for(noble)
         except EnvironmentBuildError as exc:  # not a part scripts/setup.sh builds: minutes of Ubuntu's archive
             if fetched_keyring(images.ubuntu_keyring_dir()) is None:
-                pytest.skip(f"optional, not built on this machine yet (`rise images base --release noble` fetches "
+                pytest.skip(f"optional: not built on this machine yet (`rise images base --release noble` fetches "
                             f"the keyring and builds it): {exc}")
     ensure_base_image(client=client, release=noble)
     version = client.containers.run(noble.image, ["python3", "--version"], remove=True).decode()
