@@ -190,20 +190,20 @@ class Evolution:
                  f"flipping task(s): {', '.join(sorted(pairs.flipping))}")
         groups, findings = self._analysis(n, incumbent, rdir, len(pairs.pairs))
         selected = self._select(groups)
-        want, spare = self.opt.candidates, self.opt.spare_groups
+        want = self.opt.candidates
         self.say(f"round {n}: {len(findings)} finding(s), {len(groups)} group(s); selected: "
                  + (", ".join(g.name for g, _ in selected[:want]) or "none")
-                 + (f"; if a proposal or an implementation fails, next: "
-                    f"{', '.join(g.name for g, _ in selected[want:want + spare])}" if selected[want:want + spare] else ""))
+                 + (f"; if a proposal or an implementation fails, next: {', '.join(g.name for g, _ in selected[want:])}"
+                    if selected[want:] else ""))
         if not selected:
             return self._end(n, None, "no group of findings to propose for", "final")
         guard = OverfitGuard(ctl.tasks_dir, ctl.dev_tasks())
         cands = []
         # the groups in order until `want` candidates exist: a failed or refused proposal, or an implementation
-        # that failed, passes the turn to the next group (at most `spare` of them); the night of 2026-12-07 ended
-        # its round on the one selected group's invalid proposal with five groups untried
-        for tried, (g, revisit) in enumerate(selected):
-            if len(cands) >= want or tried >= want + spare:
+        # that failed, passes the turn to the next group (_select keeps spare_groups of them); the night of
+        # 2026-12-07 ended its round on the one selected group's invalid proposal with five groups untried
+        for g, revisit in selected:
+            if len(cands) >= want:
                 break
             self.say(f"round {n}: research, then a proposal, for group {g.name!r}")
             research = self.steps.research(n, g, rdir)

@@ -259,13 +259,16 @@ def test_strict_switches_make_the_schema_list_the_switches_as_the_only_keys(tmp_
     from pydantic import ValidationError
 
     from evolve.roles.proposals.models import answer_model
+    from evolve.roles.proposals.switches import harness_switches
     from evolve.roles.runtime import make_backend
     from trials.endpoints.scripted import ScriptedServer
     from trials.endpoints.spec import EndpointSpec
 
-    model = answer_model(["settings"], ["terminus.confirmations", "tmux.max_send_bytes"])
+    two = [s for s in harness_switches(SEED) if s.key in ("terminus.confirmations", "tmux.max_send_bytes")]
+    model = answer_model(["settings"], two)
     item = model.model_json_schema()["$defs"]["SettingChange"]["properties"]["key"]
-    assert item["enum"] == ["terminus.confirmations", "tmux.max_send_bytes"]
+    assert item["enum"] == [s.key for s in two] and set(item["enum"]) == {"terminus.confirmations",
+                                                                          "tmux.max_send_bytes"}
     with pytest.raises(ValidationError, match="settings.0.key"):
         model.model_validate(settings_answer(**{"dispatch.commands": "tmux.max_send_bytes = 16000"}))
     answer = settings_answer(**{"terminus.confirmations": 3})
@@ -293,7 +296,7 @@ def test_with_strict_switches_a_value_equal_to_the_current_one_gets_a_corrective
     from trials.endpoints.spec import EndpointSpec
 
     now = {s.key: s.current for s in harness_switches(SEED)}
-    model = answer_model(["settings"], list(now), now)
+    model = answer_model(["settings"], harness_switches(SEED))
     with pytest.raises(ValueError, match="already"):
         model.model_validate(settings_answer(**{"terminus.confirmations": str(now["terminus.confirmations"])}))
     same = settings_answer(**{"terminus.confirmations": now["terminus.confirmations"]})

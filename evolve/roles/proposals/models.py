@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
+from evolve.roles.proposals.switches import Switch, unchanged
 from evolve.round.model import Proposal
 
 SLUG = r"^[a-z][a-z0-9-]{1,40}$"
@@ -103,21 +104,12 @@ def _one_variant_per_tier(allowed: tuple[str, ...]) -> Any:
     return extra
 
 
-def _same(value: Any, current: Any) -> bool:
-    """Whether a proposed value is the switch's current one, however the model spelled it ("4096", "true")."""
-    def text(v: Any) -> str:
-        if isinstance(v, float) and v.is_integer():
-            v = int(v)
-        return str(v).strip().lower()
-
-    return current is not None and text(value) == text(current)
-
-
-def answer_model(tiers: list[str], switch_keys: Sequence[str] = (),
-                 current: dict[str, Any] | None = None) -> type[ProposerAnswer]:
+def answer_model(tiers: list[str], switches: Sequence[Switch] = ()) -> type[ProposerAnswer]:
     """The answer model offering only ``tiers`` (constrained decoding then cannot choose another one) and, where
-    ``switch_keys`` are given, only those keys for a setting (the night of 2026-12-07: the 1.5B put behaviour ids
-    as keys and whole switch lines as values, and the proposal was refused)."""
+    ``switches`` are given, only their keys for a setting, each at a value other than its current one (the night of
+    2026-12-07: the 1.5B put behaviour ids as keys and whole switch lines as values, then a real switch at its
+    current value; both were refused after the call)."""
+    switch_keys = [s.key for s in switches]
     if set(tiers) == set(TIERS) and not switch_keys:
         return ProposerAnswer
     allowed = tuple(t for t in TIERS if t in tiers)
@@ -132,14 +124,14 @@ def answer_model(tiers: list[str], switch_keys: Sequence[str] = (),
         fields["settings"] = (list[change], Field(default_factory=list, description=ProposerAnswer.model_fields[
             "settings"].description))
     base: type[ProposerAnswer] = ProposerAnswer
-    if current:  # a change to a switch's current value changes nothing: sent back, so the model can fix it
-        now = dict(current)
+    if switches:  # a change to a switch's current value changes nothing: sent back, so the model can fix it
+        by_key = {s.key: s for s in switches}
 
         class _Changes(ProposerAnswer):
             @model_validator(mode="after")
             def _changes_something(self) -> ProposerAnswer:
-                same = [f"{c.key} is {now[c.key]!r} already" for c in self.settings
-                        if c.key in now and _same(c.value, now[c.key])]
+                same = [f"{c.key} is {by_key[c.key].current!r} already" for c in self.settings
+                        if c.key in by_key and unchanged(by_key[c.key], c.value)]
                 if same:
                     raise ValueError(f"settings: {'; '.join(same)}: give each switch a NEW value (the current "
                                      "values are listed in the prompt)")

@@ -122,10 +122,9 @@ def propose(inputs: ProposerInputs, workspace: str | Path, backend: Backend, gua
     harness = Path(workspace)
     if not inputs.switches and "settings" in inputs.tiers:
         inputs = inputs.model_copy(update={"switches": harness_switches(harness)})
-    keys = [s.key for s in inputs.switches] if inputs.strict_switches and "settings" in inputs.tiers else []
-    if set(inputs.tiers) != set(TIERS) or keys:  # the answer's schema offers only the allowed tiers (and keys)
-        now = {s.key: s.current for s in inputs.switches} if keys else None
-        role = role.model_copy(update={"output": answer_model(inputs.tiers, keys, now)})
+    strict = inputs.switches if inputs.strict_switches and "settings" in inputs.tiers else []
+    if set(inputs.tiers) != set(TIERS) or strict:  # the answer's schema offers only the allowed tiers (and keys)
+        role = role.model_copy(update={"output": answer_model(inputs.tiers, strict)})
     if not inputs.involved:
         behaviours = set(inputs.group.behaviours)
         inputs = inputs.model_copy(update={"involved": [s for s in inputs.switches if behaviours & set(s.behaviours)]})

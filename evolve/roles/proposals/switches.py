@@ -118,6 +118,12 @@ def coerce(switch: Switch, value: Any) -> Any:
     return value
 
 
+def unchanged(switch: Switch, value: Any) -> bool:
+    """Whether ``value`` (as the model wrote it: "4096", "true") is the switch's current value."""
+    value = coerce(switch, value)
+    return value == switch.current and type(value) is type(switch.current)
+
+
 def _fits(switch: Switch, value: Any) -> bool:
     """Whether ``value`` has the switch's type (and is one of its choices, where it has them)."""
     if switch.kind == "boolean":
@@ -157,7 +163,7 @@ def check_changes(harness_dir: str | Path, changes: dict[str, Any],
                             f"({known})")
             continue
         value = coerce(sw, value)
-        if value == sw.current and type(value) is type(sw.current):
+        if unchanged(sw, value):
             problems.append(f"setting {key} is {_show(value)} already: a settings-tier proposal must change it")
             continue
         if not _fits(sw, value):  # 1 for true would pass the harness's lax loader and read oddly in the file

@@ -92,7 +92,7 @@ class OpenAIBackend:
         finally:
             await client.close()  # its connections belong to this event loop
 
-    async def _run(self, job: BackendJob, model: Any) -> BackendReply:
+    async def _run(self, job: BackendJob, model: ResampleOnRetry) -> BackendReply:
         role, limits = job.role, job.role.limits
         agent: Agent[None, Any] = Agent(
             model, output_type=_output_spec(job), instructions=job.system,
@@ -117,7 +117,7 @@ class OpenAIBackend:
                 async with agent.iter(job.prompt, model_settings=self._request_settings(job),
                                       usage_limits=usage_limits) as agent_run:
                     async for node in agent_run:  # a node is seen here before it runs
-                        if _record_node(transcript, node) and isinstance(model, ResampleOnRetry):
+                        if _record_node(transcript, node):
                             model.corrective_turn()  # so the request it makes next samples
                     result = agent_run.result
             except UnexpectedModelBehavior as exc:
