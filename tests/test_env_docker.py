@@ -77,6 +77,11 @@ async def test_upload_download_tmux_timeout(container, tmp_path):
     assert r.timed_out and r.returncode == 124 and time.monotonic() - t0 < 10
     await container.exec("kill -9 -1; true")  # an agent cannot end its sandbox
     assert (await container.exec("echo alive")).stdout == "alive\n"
+    # nor make it look gone by deleting its workdir (`docker exec -w /app` fails then): commands start in /
+    assert (await container.exec("rm -rf /app")).ok
+    r = await container.exec("pwd; tmux new-session -d -s after && tmux has-session -t after && echo session")
+    assert r.ok and r.stdout.split() == ["/", "session"], r
+    assert (await container.exec("pwd", cwd="/tmp")).stdout == "/tmp\n"
 
 
 async def test_cached_image_is_reused_and_attach_works(container, tmp_path):

@@ -104,6 +104,24 @@ async def test_tmux_session_survives_between_execs(sandbox):
     assert r.ok and r.stdout == "hi\n", r
 
 
+@needs_tmux
+async def test_an_agent_that_deletes_its_workdir_leaves_the_sandbox_answering(sandbox):
+    """The 1.5B typed `rm -rf /app` on the night of 2026-12-07: `env -C /app` then failed every later command, the
+    harness took its sandbox for gone and the trial became ⊥ (rerun, never counted). Commands now start in / when
+    their folder is gone, so the agent's terminal goes on and the verifier judges what it did."""
+    r = await sandbox.exec("tmux new-session -d -s main -x 80 -y 24 && tmux send-keys -t main 'rm -rf /app' Enter")
+    assert r.ok, r
+    for _ in range(50):
+        if not (await sandbox.exec("test -d /app", cwd="/")).ok:
+            break
+        await asyncio.sleep(0.1)
+    r = await sandbox.exec("pwd; tmux has-session -t main && echo session")
+    assert r.ok and r.stdout.split() == ["/", "session"], r
+    assert (await sandbox.exec("pwd", cwd="/tmp")).stdout == "/tmp\n"
+    assert (await sandbox.exec("mkdir /app && pwd")).stdout == "/\n"  # and /app again once it is back
+    assert (await sandbox.exec("pwd")).stdout == "/app\n"
+
+
 async def test_no_network_when_the_task_disallows_it(sandbox, tmp_path):
     probe = "python3 -c 'import socket; socket.create_connection((\"1.1.1.1\", 80), timeout=3)'"
     r = await sandbox.exec(probe)

@@ -155,3 +155,23 @@ async def test_sigterm_still_leaves_outcome_and_trajectory(tmp_path, sandbox):
     assert outcome.status == "error" and outcome.error_kind == "terminated"
     data = json.loads((agent_dir / "trajectory.json").read_text())
     assert data["steps"][0]["source"] == "user" and data["final_metrics"]["extra"]["status"] == "terminated"
+
+
+async def test_an_agent_that_deletes_its_workdir_fails_its_task_not_the_infrastructure(tmp_path):
+    """The 1.5B typed `rm -rf /app` on the night of 2026-12-07 and its trial ended ⊥ (sandbox): the harness's
+    tmux calls could no longer enter /app. Through the real runner the agent now goes on (its next reply's keys
+    reach the terminal), the verifier runs from / and the trial is the agent's failure, rerun by nothing."""
+    from monitor.agents import resolve_agent
+    from trials.runner import run_trial
+
+    wreck = reply(analysis="start over", plan="remove it", commands=[("rm -rf /app\n", 0.3)])
+    after = reply(analysis="gone", plan="look", commands=[("pwd; ls /\n", 0.3)])
+    with ScriptedServer([wreck, after, DONE, DONE]) as srv:
+        endpoint = EndpointSpec(base_url=srv.base_url, model="scripted")
+        result = await run_trial(load_task(HELLO), resolve_agent("seed"), endpoint, tmp_path / "hello-file__r1",
+                                 "local", "test-seed-wreck", agent_timeout_sec=60)
+    trial = tmp_path / "hello-file__r1"
+    assert result.status == "failed" and result.infra_cause is None, (
+        result, (trial / "agent" / "stdout.log").read_text()[-3000:])
+    assert result.verifier.returncode not in (None, 126), result.verifier  # the tests ran, from /
+    assert len(srv.requests) >= 3  # the agent went on after deleting its workdir

@@ -10,6 +10,7 @@ get the sandbox's own handle.
 from __future__ import annotations
 
 import abc
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,17 @@ class ExecResult(BaseModel):
     @property
     def ok(self) -> bool:
         return self.returncode == 0 and not self.timed_out
+
+
+def in_workdir(cmd: str, cwd: str) -> str:
+    """``cmd`` as a ``bash -c`` script that starts in ``cwd``, or in ``/`` when ``cwd`` is gone.
+
+    Every sandbox runs its commands from ``/`` through this. Entering a missing folder fails the command
+    before it starts (``env -C``, ``docker exec -w``), so an agent that deleted its workdir (``rm -rf /app``: the
+    1.5B did it on the night of 2026-12-07) made the harness's own tmux calls fail, its sandbox look gone, and the
+    trial ⊥: not the agent's failure but an infrastructure fault, rerun and never counted. The agent's terminal
+    lives on in a real container; its control calls now do too, and what the agent did is judged by the verifier."""
+    return f"cd -- {shlex.quote(cwd)} 2>/dev/null || cd /\n{cmd}"
 
 
 class Environment(abc.ABC):

@@ -30,7 +30,7 @@ from .. import terminal
 from ..errors import EnvironmentBuildError, InfraError, SandboxError
 from ..limits import sandbox_pids
 from .archive import split_sandbox_path, unpack_single, upload_payload
-from .base import Environment, ExecResult
+from .base import Environment, ExecResult, in_workdir
 from .dockerfile import parse, rewrite_from
 from .images import BaseImageMap, cache_dir, docker_client, ensure_base_image, image_exists, release_of_image
 from .local import KEEPER_SCRIPT, _choose_workdir, owner_alive, owner_tag
@@ -323,13 +323,13 @@ class DockerEnvironment(Environment):
 
     async def exec(self, cmd: str, cwd: str | None = None, env: dict[str, str] | None = None,
                    timeout: float | None = None, user: str | None = None) -> ExecResult:
-        argv = ["bash", "-c", cmd]
+        argv = ["bash", "-c", in_workdir(cmd, cwd or self.workdir)]
         if timeout is not None:
             argv = ["timeout", "-s", "KILL", f"{max(timeout, 0.01):.3f}", *argv]
         container = await asyncio.to_thread(self._get_container)
 
         def run() -> tuple[int, bytes | None, bytes | None]:
-            res = container.exec_run(argv, workdir=cwd or self.workdir, environment=env or {},
+            res = container.exec_run(argv, workdir="/", environment=env or {},
                                      user=user or "", demux=True)
             out, err = res.output if res.output else (None, None)
             return res.exit_code, out, err

@@ -42,7 +42,7 @@ from ..confine import RO_SYSTEM_DIRS, SYSTEM_LINK_DIRS, system_binds
 from ..errors import EnvironmentBuildError, SandboxError, UnsupportedTaskError
 from . import netns
 from .archive import split_sandbox_path, unpack_single, upload_payload
-from .base import Environment, ExecResult
+from .base import Environment, ExecResult, in_workdir
 from .dockerfile import LocalPlan, plan_local
 
 log = logging.getLogger(__name__)
@@ -327,7 +327,8 @@ class LocalEnvironment(Environment):
 
     async def exec(self, cmd: str, cwd: str | None = None, env: dict[str, str] | None = None,
                    timeout: float | None = None, user: str | None = None) -> ExecResult:
-        argv = [*self._enter_argv(cwd or self.workdir, {**self.env, **(env or {})}, user), "/bin/bash", "-c", cmd]
+        argv = [*self._enter_argv("/", {**self.env, **(env or {})}, user), "/bin/bash", "-c",
+                in_workdir(cmd, cwd or self.workdir)]
         # Files, not pipes: a background process that keeps stdout open must not hold the call hostage.
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
             proc = await asyncio.create_subprocess_exec(*argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
