@@ -42,6 +42,18 @@ class RoundSteps:
         key = f"r{n:02d}:research:{g.id}"
         if (ev := self.evo.led.find("research", key=key)):
             return ev[0].outcome
+        inputs = inputs_from_group(g).model_dump(mode="json")
+        if self.evo.opt.external_research and (earlier := self.earlier_research(inputs)) is not None:
+            # the same question, asked in an earlier round (a round that ended without a candidate keeps its
+            # incumbent, so its analysis and groups come back unchanged): its answer, not a second call; the
+            # night of 2026-12-07 paid the researcher four times for one group's identical inputs
+            source = earlier.role_call.get("reused_from") or earlier.key
+            self.evo.say(f"round {n}: research for group {g.name!r}: the answer of {source} (the same inputs; "
+                         "no second call)")
+            self.evo._append(ResearchEvent(key=key, round=n, group=g.id, outcome=earlier.outcome,
+                                           role_call={"role": "researcher", "reused_from": source}, inputs=inputs),
+                             "evolve-research")
+            return earlier.outcome
         if not self.evo.opt.external_research:
             outcome, info = ResearchOutcome(group=g.name, wish=g.wish, outcome="disabled", statement=DISABLED), {}
         else:
@@ -67,8 +79,17 @@ class RoundSteps:
                                           statement=f"research failed: {exc}")
                 info = error_info(exc)
         self.evo._append(ResearchEvent(key=key, round=n, group=g.id, outcome=outcome.model_dump(mode="json"),
-                                   role_call=info), "evolve-research")
+                                   role_call=info, inputs=inputs), "evolve-research")
         return outcome.model_dump(mode="json")
+
+    def earlier_research(self, inputs: dict[str, Any]) -> ResearchEvent | None:
+        """The newest research event of this experiment for the same researcher inputs whose call finished (a
+        failed or interrupted call, or a corpus that was unavailable, is asked again), or None."""
+        for e in reversed(self.evo.led.find("research")):
+            if e.inputs == inputs and not e.role_call.get("error") and (
+                    e.role_call.get("call_id") or e.role_call.get("reused_from")):
+                return e
+        return None
 
     def history(self) -> list[str]:
         """Earlier proposals and what became of them, for the next proposer."""

@@ -143,6 +143,57 @@ def test_the_researcher_runs_its_configured_role_and_its_failure_is_saved(tmp_pa
     assert len(backend.roles) == 1
 
 
+def test_research_for_the_same_inputs_is_paid_once_and_a_failed_call_is_asked_again(tmp_path, monkeypatch):
+    """A round that ended without a candidate leaves the incumbent, its analysis and its groups as they were, so
+    the next round asks the researcher the same question: its finished answer is booked again with reused_from
+    (the night of 2026-12-07 paid for one group's identical inputs four times); a failed call is not an answer."""
+    from evolve.roles import researcher
+    from evolve.roles.analysis.models import Group
+    from evolve.views.rounds import round_record
+
+    exp = make_experiment(tmp_path / "runs", URL)
+    corpus = tmp_path / "index.json"
+    corpus.write_text("{}")
+    backend = _Refusing()
+    evo = Evolution(exp, EvolveOptions(rounds=3), backend, research=SimpleNamespace(enabled=True, index_path=corpus))
+
+    def group(gid, wish):
+        return Group(id=gid, name=f"group {gid}", wish=wish, members=["f1"], tasks=["write-json"],
+                     failing_runs=["write-json__2"], behaviours=["b.x"], signature=f"wish:{gid}")
+
+    def rdir(n):
+        (d := exp.root / "rounds" / f"r{n:02d}").mkdir(parents=True, exist_ok=True)
+        return d
+
+    # a failed call (the refusing backend, through the real research_group) is asked again the next round
+    for n in (1, 2):
+        assert "research failed" in evo.steps.research(n, group("g1", "check before a claim"), rdir(n))["statement"]
+    assert len(backend.roles) == 2
+
+    asked = []
+
+    def answered(inputs, workspace, backend, research, **kw):
+        asked.append(inputs.wish)
+        return researcher.ResearchOutcome(group=inputs.group, wish=inputs.wish, outcome="no_precedent",
+                                          statement=researcher.NO_PRECEDENT, call_id=f"call-{len(asked)}")
+
+    monkeypatch.setattr(researcher, "research_group", answered)
+    first = evo.steps.research(1, group("g2", "read the output before the next command"), rdir(1))
+    assert asked == ["read the output before the next command"] and first["call_id"] == "call-1"
+    for n in (2, 3):  # the same inputs: the first answer, no call; a chain names the event that paid for it
+        assert evo.steps.research(n, group("g2", "read the output before the next command"), rdir(n)) == first
+    assert len(asked) == 1
+    reused = [e for e in exp.ledger.find("research", group="g2")]
+    assert [e.role_call.get("reused_from") for e in reused] == [None, "r01:research:g2", "r01:research:g2"]
+    assert all(e.inputs["wish"] == "read the output before the next command" for e in reused)
+    # other inputs (another wish, as a new analysis after an adoption would give) are asked
+    evo.steps.research(3, group("g2b", "wait for a long command"), rdir(3))
+    assert asked == ["read the output before the next command", "wait for a long command"]
+    # the morning's round page says where a reused answer came from
+    (line,) = [r["statement"] for r in round_record(exp, 2).research if r["group"] == "g2"]
+    assert "the answer of r01:research:g2" in line
+
+
 def test_patience_counts_the_rounds_of_earlier_invocations(tmp_path, monkeypatch):
     """``--max-hours`` runs are resumed invocation after invocation: patience 2 stops after the second round
     without adoption even when each invocation ran one round."""

@@ -168,7 +168,10 @@ class ResearchEvent(_Event):
     round: int
     group: str
     outcome: dict[str, Any] = Field(default_factory=dict)
-    role_call: dict[str, Any] = Field(default_factory=dict)
+    role_call: dict[str, Any] = Field(default_factory=dict, description="the call's id, transcript and cost; "
+                                      "for an outcome taken from an earlier event, reused_from (that event's key)")
+    inputs: dict[str, Any] = Field(default_factory=dict, description="the researcher's inputs (empty in ledgers "
+                                   "written before 2026-12-07's second night)")
 
 
 class ProposalEvent(_Event):

@@ -60,7 +60,10 @@ def round_record(exp: Experiment, n: int) -> RoundRecord:
     for e in led.find("research", round=n):
         refs = [f"{c['reference'].get('framework', '')} {c['reference'].get('path', '')}: {c['note']['how']}"
                 for c in e.outcome.get("references", [])]
-        rec.research.append({"group": e.group, "statement": e.outcome.get("statement", ""), "references": refs})
+        statement = e.outcome.get("statement", "")
+        if (source := e.role_call.get("reused_from")):
+            statement += f" (the answer of {source}: the same inputs, no second call)"
+        rec.research.append({"group": e.group, "statement": statement, "references": refs})
     for e in led.find("proposal", round=n):
         p = e.proposal
         rec.proposals.append({"slug": e.slug, "status": e.status, "summary": p.get("summary", ""),
