@@ -226,3 +226,46 @@ def test_report_of_a_fresh_experiment(tmp_path):
     assert "No candidates yet." in html and "No version adopted yet." in html and "no grid" in html
     res = runner.invoke(app, ["show", str(exp.root), "v0"])
     assert res.exit_code == 0 and "status: seed" in res.output
+
+
+def test_a_candidate_whose_evaluation_is_under_way_says_how_far_it_is_and_its_baseline(tmp_path):
+    """The night of 2026-12-07 was stopped 20 trials into its candidate's evaluation: the morning page said "116
+    cell(s) of the evaluation are ⊥ or missing" and no baseline Pass@1. It now tells the cells not run from the ⊥
+    ones, and gives the baseline's own Pass@1 where the comparison pairs no task yet."""
+    from evolve.experiment.ledger import RoundStart
+    from tests.test_report_support import F, P, X, _candidate, write_job
+
+    exp = build_experiment(tmp_path / "runs", tmp_path)
+    exp.ledger.append(RoundStart(key="r03:start", round=3, incumbent="v1"))
+
+    def edit(wt):
+        (wt / "loop.py").write_text((wt / "loop.py").read_text() + "\n# stopped halfway\n")
+
+    _candidate(exp, 3, "halfway", edit)
+    job = write_job(exp.root / "rounds" / "r03" / "halfway" / "evaluation",
+                    {"alpha": [P, X, P, F], **{t: [P, P, P, P] for t in DEV if t != "alpha"}})
+    for t in DEV:  # alpha ran its four (one ⊥), the others their first run only
+        for k in (2, 3, 4):
+            if t != "alpha":
+                shutil.rmtree(job / f"{t}__r{k}")
+    (row,) = [c for c in build_report(exp).candidates if c.slug == "halfway"]
+    assert row.status == "pending"
+    assert row.reason.startswith("not decided yet: 9 of 16 trials of the evaluation not run, 1 ⊥ to rerun; ")
+    assert row.baseline_pass_at_1 == 0.75  # v1's reference (the verify grid: 12 of 16), which the decision reads
+    assert len(row.blocked_cells) == 10
+
+
+def test_a_rejected_candidate_says_what_it_would_have_needed(exp):
+    """The morning after a night that adopted nothing asks how close the best candidate came: harmful (2 of 16
+    against v0's 6 of 16) needed 5 more passes under paper (7 of 16 is the first count above 0.375)."""
+    from evolve.views.night import _render
+
+    rep = build_report(exp)
+    by = {c.slug: c for c in rep.candidates}
+    assert by["harmful"].needed.startswith("it had 2 passes of 16 runs (Pass@1 0.125); adoption under paper needed 5 "
+                                           "more (Pass@1 0.438 against the baseline's 0.375")
+    assert by["verify"].needed == "" and by["flaky"].needed == ""  # adopted; blocked
+    page = _render("morning.md.j2", name="synth", rounds=rep.morning, night=rep.night)
+    assert "\n- rejected `harmful`: it had 2 passes of 16 runs" in page
+    html = render_report(rep)
+    assert '<ul class="needed"><li data-slug="harmful">rejected <code>harmful</code>: it had 2 passes' in html

@@ -1,7 +1,8 @@
 """The morning page: one section per round of ``rise report`` (``templates/morning.html.j2``), for the person who
 reads an overnight run. Per round: what it adopted (or why nothing), each candidate's tier, its decision with the
 policy's false-adoption rate and its power at the grid (``evolve.views.show.decision_policy``), its graded predictions,
-the adopted version's code and Handbook diff, and the transfer table (``evolve.round.transfer``); the round's
+what each rejected candidate would have needed (``validate.needed``; the best first), the adopted version's
+code and Handbook diff, and the transfer table (``evolve.round.transfer``); the round's
 measured power beside the prior's, and the trials early stopping saved per decision (``evolve.views.power``).
 
 It reads what :func:`evolve.views.report.build_report` gathered plus the ledger; records written before a field
@@ -32,6 +33,7 @@ class MorningCandidate:
     baseline_pass_at_1: float | None
     grade: str = ""
     saved: str = ""  # trials saved by early stopping, measured (evolve.views.power)
+    needed: str = ""  # a rejected candidate: what adoption would have needed (validate.needed)
 
 
 @dataclass
@@ -47,6 +49,12 @@ class MorningRound:
     transfer_note: str = ""
     power: Any = None  # evolve.views.power.RoundPower: the measured power beside the prior's
     saved: str = ""  # the round's evaluation trials saved by early stopping, over its decided candidates
+
+    @property
+    def rejected(self) -> list[MorningCandidate]:
+        """The rejected candidates with what they would have needed, the best (highest Pass@1) first."""
+        out = [c for c in self.candidates if c.status == "rejected" and c.needed]
+        return sorted(out, key=lambda c: -1.0 if c.pass_at_1 is None else -c.pass_at_1)
 
 
 def tier_of(proposal: dict[str, Any]) -> str:
@@ -89,7 +97,8 @@ def morning_rounds(exp: Experiment, report: Any) -> list[MorningRound]:
             savings += [saved] if saved else []
             rnd.candidates.append(MorningCandidate(c.slug, c.status, tiers.get(c.slug, NO_TIER), c.version, c.reason,
                                                    c.policy_note, c.pass_at_1, c.baseline_pass_at_1,
-                                                   grades.get(c.commit, ""), saved.line() if saved else ""))
+                                                   grades.get(c.commit, ""), saved.line() if saved else "",
+                                                   c.needed))
         if savings:
             cells, saved_n = sum(x.cells for x in savings), sum(x.saved for x in savings)
             rnd.saved = (f"early stopping saved {saved_n} of {cells} evaluation trials over {len(savings)} "

@@ -88,6 +88,7 @@ class CandidateRow:
     column: Column | None = None
     control_arm: list[str] = field(default_factory=list)  # the compute-matched control arm (evolve.round.control_arm)
     load: list[str] = field(default_factory=list)  # both arms' load side by side (validate.load_check)
+    needed: str = ""  # a rejected candidate: the more passes that would have adopted it (validate.needed)
 
 
 @dataclass
@@ -174,6 +175,24 @@ def _candidates(exp: Experiment) -> list[CandidateRow]:
     return rows
 
 
+def _needed(exp: Experiment, row: CandidateRow, evaluation: GridRef, base: GridRef) -> str:
+    """What a rejected candidate would have needed to be adopted, at its grid and its decision's policy."""
+    from validate.needed import passes_needed
+
+    policy = str(row.decision.get("policy") or exp.config.adoption.policy)
+    alpha = float(row.decision.get("alpha") or exp.config.adoption.alpha)
+    tasks = sorted(evaluation.grid)
+    if base.metrics.missing:
+        return ""
+    if not_run := [m for m in evaluation.metrics.missing if m.reason == "missing"]:
+        return (f"decided early with {len(not_run)} of {len(tasks) * evaluation.r} runs not run: no completion "
+                "of them could have been adopted")
+    if evaluation.metrics.missing:
+        return ""  # ⊥ cells: the decision's reason says what they did
+    needed = passes_needed(evaluation.grid, base.grid, tasks, policy, alpha)
+    return needed.line(policy) if needed is not None else f"not computed for the {policy} policy"
+
+
 def _version_status(exp: Experiment, tag: str) -> str:
     return "seed" if tag == "v0" else "adopted"
 
@@ -209,13 +228,22 @@ def build_report(exp: Experiment) -> Report:
             if base is not None:
                 row.comparison = compare(base.grid, col.ref.grid, base.r, col.ref.r)
                 if row.baseline_pass_at_1 is None:
-                    row.baseline_pass_at_1 = row.comparison.pass_at_1_a
+                    # a candidate grid still running pairs no task, so the comparison has no baseline rate; the
+                    # baseline's own (a complete grid) is the figure the decision will compare with
+                    row.baseline_pass_at_1 = (row.comparison.pass_at_1_a if row.comparison.pass_at_1_a is not None
+                                              else base.metrics.pass_at_1)
             if row.pass_at_1 is None:
                 row.pass_at_1 = col.ref.metrics.pass_at_1
-            row.blocked_cells = [f"{m.task}#{m.repetition}: {m.reason}" for m in col.ref.metrics.missing]
+            missing = col.ref.metrics.missing
+            row.blocked_cells = [f"{m.task}#{m.repetition}: {m.reason}" for m in missing]
+            if row.status == "rejected" and row.decision and base is not None:
+                row.needed = _needed(exp, row, col.ref, base)
             if row.status == "pending" and row.blocked_cells:
-                row.reason = (f"cannot adopt yet: {len(row.blocked_cells)} cell(s) of the evaluation are ⊥ or "
-                              "missing; rerun with --resume")
+                infra = sum(m.reason.startswith("infra") for m in missing)
+                total = len(col.ref.grid) * col.ref.r
+                row.reason = (f"not decided yet: {len(missing) - infra} of {total} trials of the evaluation not run"
+                              + (f", {infra} ⊥ to rerun" if infra else "")
+                              + "; a resume (`rise evolve --resume`, scripts/run.sh) goes on with them")
     for c in columns:
         if c.job_dir is not None:
             c.where = os.path.relpath(c.job_dir, exp.root) if c.job_dir.is_relative_to(exp.root) else str(c.job_dir)
