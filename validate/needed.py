@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .adoption import _counts
 from .adoption_stats import decide_many
 from .coupled import COUPLED
 
@@ -52,10 +53,9 @@ def passes_needed(candidate: Grid, baseline: Grid, tasks: list[str], policy: str
     """The greedy count of more passes that adopt (see the module docstring); None for ``coupled`` or no runs."""
     if policy == COUPLED:
         return None
-    c = np.array([sum(bool(o) for o in candidate.get(t, [])) for t in tasks], dtype=int)
-    nc = [len(candidate.get(t, [])) for t in tasks]
-    b = np.array([sum(bool(o) for o in baseline.get(t, [])) for t in tasks], dtype=int)
-    nb = [len(baseline.get(t, [])) for t in tasks]
+    passes, nc = _counts(candidate, tasks)
+    base, nb = _counts(baseline, tasks)
+    c, b = np.array(passes, dtype=int), np.array(base, dtype=int)
     if not sum(nc):
         return None
     start = c.copy()
