@@ -50,7 +50,7 @@ from evolve.roles.proposals import OverfitGuard, ProposalSpec
 from evolve.roles.runtime import Role
 from evolve.round.controller import CandidateInput, Checks, Controller, ControllerError
 from evolve.round.grading import grade
-from evolve.round.grading_runs import grading_baseline
+from evolve.round.grading_runs import grading_baseline, tasks_needing_fresh_runs
 from evolve.round.transfer import run_transfer, transfer_pending
 from evolve.steps import RoundSteps
 from evolve.views.rounds import write_round_summary
@@ -234,7 +234,10 @@ class Evolution:
             # graded against runs that did not choose the tasks (evolve.round.grading_runs), not the corpus
             self.budget.check(self.exp, f"round {n}: the grading baseline")
             ctl.led = self.exp.ledger
-            named = {t for _, spec in todo for t in (*spec.predicted_fixes, *spec.tasks_at_risk)}
+            # only tasks some candidate ran r times: a task sequential stopping cut short grades "incomplete"
+            # whatever the baseline, so fresh runs of it would be spent for nothing
+            named = tasks_needing_fresh_runs((((*spec.predicted_fixes, *spec.tasks_at_risk),
+                                               self._evaluation_grid(c.commit)) for c, spec in todo), self.exp.config.r)
             base = self._controller(grading_baseline(ctl, n, incumbent, named, ctl.baseline_dir or corpus))
         for c, spec in todo:
             self._grade_unit(n, c, spec, *base)
@@ -295,6 +298,11 @@ class Evolution:
         rejected = final_rejections(self.led.events)
         lines = [f"{cid.split(':')[1]}: {e.reason}" for cid in created for e in rejected.get(cid, [])]
         return "; ".join(lines) or "rejected earlier"
+
+    def _evaluation_grid(self, commit: str) -> dict[str, list[bool | None]]:
+        """The candidate's evaluation grid as it stands ({} when it was not evaluated)."""
+        ev = self.led.find("evaluation", key=f"{commit}:evaluation")
+        return grid_of_job(self.exp.root / ev[0].job_dir)[0] if ev else {}
 
     def _grade_unit(self, n: int, c: Any, spec: ProposalSpec, baseline: dict, source: str) -> None:
         ev = self.led.find("evaluation", key=f"{c.commit}:evaluation")

@@ -61,3 +61,21 @@ def test_a_grading_baseline_with_fewer_runs_than_r_still_grades():
     # a candidate short of r runs is still incomplete, whatever the baseline holds
     g = grade("m", "rejected", ["a"], [], fresh, {"a": [True, True, True]}, r=4)
     assert g.fixes[0].verdict == "incomplete" and g.grade == "incomplete"
+
+
+def test_fresh_grading_runs_only_for_tasks_an_evaluation_ran_in_full():
+    from evolve.round.grading_runs import tasks_needing_fresh_runs
+
+    # the night of 2026-12-07: curtailment stopped the evaluation at 127 of 4 × 34; the one named task
+    # (hello-file) had 32 runs, so it grades "incomplete" whatever fresh runs would say: none are needed
+    cut = {"hello-file": [True] * 32, "write-json": [False] * 34}
+    assert tasks_needing_fresh_runs([(["hello-file"], cut)], 34) == set()
+    # a complete grid (⊥ cells count as run: they are rerun before a decision) needs its named tasks' runs
+    full = {"hello-file": [True] * 33 + [None], "write-json": [False] * 34}
+    assert tasks_needing_fresh_runs([(["hello-file", "write-json"], full)], 34) == {"hello-file", "write-json"}
+    # two candidates: the union of what each ran in full; a candidate never evaluated ({}) adds nothing
+    assert tasks_needing_fresh_runs([(["hello-file"], cut), (["write-json"], full), (["count-lines"], {})],
+                                    34) == {"write-json"}
+    # the grade of the curtailed candidate against the corpus alone is still "incomplete" on that task
+    g = grade("verify-completion", "rejected", ["hello-file"], [], {"hello-file": [True] * 25 + [False] * 9}, cut, 34)
+    assert g.grade == "incomplete" and g.fixes[0].verdict == "incomplete"

@@ -9,7 +9,8 @@ corpus, so that corpus is biased on exactly those tasks (``evolve.round.grading`
   (``<incumbent commit>:grading:rNN:<task>:<rep>``, purpose ``control``), so a resume runs none twice; the other
   tasks (where unexplained regressions are looked for: nobody chose them) keep the reference corpus.
 
-These trials cost grading_r runs per named task per round; they are booked, counted by the trial budget, and decide
+Only named tasks a candidate's evaluation ran r times get fresh runs (:func:`tasks_needing_fresh_runs`): one that
+sequential stopping cut short grades "incomplete" anyway. These trials cost grading_r runs per such task per round; they are booked, counted by the trial budget, and decide
 nothing.
 """
 
@@ -24,6 +25,13 @@ from validate.evaluate import grid_of_job
 Grid = dict[str, list[bool | None]]
 
 
+def tasks_needing_fresh_runs(candidates: Iterable[tuple[Iterable[str], Grid]], r: int) -> set[str]:
+    """Of each candidate's named tasks (with its evaluation grid), those worth fresh incumbent runs: the ones its
+    evaluation ran r times. A task sequential stopping cut short grades "incomplete" whatever the baseline says,
+    so its fresh runs would be spent for nothing (the night of 2026-12-07 spent 4 on a curtailed candidate)."""
+    return {t for named, grid in candidates for t in named if len(grid.get(t, [])) >= r}
+
+
 async def grading_baseline(ctl: Controller, round_no: int, incumbent: str, named: Iterable[str],
                            decision_baseline: Path) -> tuple[Grid, str]:
     """(grid, source): the baseline the round's predictions are graded against (see the module docstring)."""
@@ -33,7 +41,8 @@ async def grading_baseline(ctl: Controller, round_no: int, incumbent: str, named
     dev = set(ctl.dev_tasks())
     tasks = sorted(set(named) & dev)
     if not tasks:
-        return base, f"the reference corpus ({_rel(ctl, decision_baseline)}); no task was named"
+        return base, (f"the reference corpus ({_rel(ctl, decision_baseline)}); no named task needed fresh runs "
+                      "(none was named, or each one's evaluation was cut short by sequential stopping)")
     commit = ctl.exp.commit_of(incumbent)
     job = ctl.exp.root / "rounds" / f"r{round_no:02d}" / "grading-baseline"
     runs = ctl.cfg.adoption.grading_r or ctl.cfg.r
