@@ -264,8 +264,29 @@ def test_a_rejected_candidate_says_what_it_would_have_needed(exp):
     by = {c.slug: c for c in rep.candidates}
     assert by["harmful"].needed.startswith("it had 2 passes of 16 runs (Pass@1 0.125); adoption under paper needed 5 "
                                            "more (Pass@1 0.438 against the baseline's 0.375")
+    assert "; measured gain -0.250 in Pass@1 (" in by["harmful"].needed  # 2 of 16 against 6 of 16, per task after
     assert by["verify"].needed == "" and by["flaky"].needed == ""  # adopted; blocked
     page = _render("morning.md.j2", name="synth", rounds=rep.morning, night=rep.night)
     assert "\n- rejected `harmful`: it had 2 passes of 16 runs" in page
     html = render_report(rep)
     assert '<ul class="needed"><li data-slug="harmful">rejected <code>harmful</code>: it had 2 passes' in html
+
+
+def test_a_rejected_candidates_gain_is_shown_per_task_beside_what_the_grid_detects():
+    """The night of 2026-12-07: verify-completion, curtailed at 127 of 136, against the reference corpus."""
+    from evolve.views.report import _gains
+
+    def cells(passed: int, runs: int) -> list[bool | None]:
+        return [True] * passed + [False] * (runs - passed)
+
+    tasks = ["count-lines", "hello-file", "project-skeleton", "write-json"]
+    cand = {"count-lines": cells(22, 32), "hello-file": cells(21, 32), "project-skeleton": cells(10, 32),
+            "write-json": cells(14, 31)}
+    corpus = {"count-lines": cells(21, 34), "hello-file": cells(25, 34), "project-skeleton": cells(9, 34),
+              "write-json": cells(9, 34)}
+    assert _gains(cand, corpus, tasks, 0.13) == (
+        "; measured gain +0.057 in Pass@1 (count-lines +0.07, hello-file -0.08, project-skeleton +0.05, "
+        "write-json +0.19) against the +0.13 this grid detects with 80 % power")
+    cand["write-json"] = [None] * 31  # every run ⊥: no rate for that task, left out of the pooled gain too
+    assert "write-json" not in _gains(cand, corpus, tasks, None) and "detects" not in _gains(cand, corpus, tasks, None)
+    assert _gains({}, corpus, tasks, 0.13) == ""
