@@ -63,18 +63,20 @@ class Grade(BaseModel):
                 f"unexplained regressions: {unexp}")
 
 
-def _rate(cells: list[bool | None] | None) -> float | None:
+def pass_rate(cells: list[bool | None] | None) -> float | None:
+    """The share of passes among the cells that ran and were not ⊥; None when there is none."""
     known = [c for c in (cells or []) if c is not None]
     return sum(known) / len(known) if known else None
 
 
-def _pass1(grid: Grid) -> float | None:
+def pooled_pass_rate(grid: Grid) -> float | None:
+    """Pass@1 over every task's cells (⊥ cells left out); None when there is none."""
     known = [c for cells in grid.values() for c in cells if c is not None]
     return sum(known) / len(known) if known else None
 
 
 def _delta(task: str, baseline: Grid, candidate: Grid, r: int, *, at_risk: bool) -> TaskDelta:
-    b, c = _rate(baseline.get(task)), _rate(candidate.get(task))
+    b, c = pass_rate(baseline.get(task)), pass_rate(candidate.get(task))
     if task in baseline and task in candidate and len(candidate[task]) < r:
         # the candidate's cells not run (a curtailed grid): its pass rate says nothing yet; the baseline may hold
         # fewer runs by design ([adoption] grading_r)
@@ -101,7 +103,7 @@ def grade(slug: str, status: str, predicted_fixes: list[str], tasks_at_risk: lis
     named = set(predicted_fixes) | set(tasks_at_risk)
     unexplained = [d for t in sorted(set(baseline) & set(candidate) - named)
                    if (d := _delta(t, baseline, candidate, r, at_risk=True)).verdict == "regressed"]
-    b1, c1 = _pass1(baseline), _pass1(candidate)
+    b1, c1 = pooled_pass_rate(baseline), pooled_pass_rate(candidate)
     regressed = any(d.verdict == "regressed" for d in risk) or bool(unexplained)
     improved = [d for d in fixes if d.verdict in ("fixed", "improved")]
     run, cells = sum(min(len(v), r) for v in candidate.values()), r * len(candidate)

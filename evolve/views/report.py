@@ -23,6 +23,7 @@ from markupsafe import Markup
 from evolve.experiment.store import Experiment
 from evolve.experiment.trial_scan import experiment_spend, running_jobs
 from evolve.round.control_arm import arm_lines
+from evolve.round.grading import pass_rate, pooled_pass_rate
 from evolve.views.plots import cost_plot, heatmap_plot, interval_of, outcomes_plot, pass_rate_plot
 from evolve.views.show import (
     GridRef,
@@ -198,16 +199,10 @@ def _gains(candidate: dict[str, list[bool | None]], baseline: dict[str, list[boo
            detectable: float | None) -> str:
     """'; measured gain +0.057 (task +0.07, …) against the +0.13 this grid detects with 80 % power': the gain the
     candidate showed, per task (its pass rate less the baseline's, ⊥ cells left out), beside what the grid could see."""
-    def rate(cells: list[bool | None]) -> float | None:
-        known = [c for c in cells if c is not None]
-        return sum(known) / len(known) if known else None
-
-    def pooled(grid: dict[str, list[bool | None]]) -> float | None:
-        return rate([c for t in tasks for c in grid.get(t, [])])
-
-    per = [(t, rc - rb) for t in tasks if (rc := rate(candidate.get(t, []))) is not None
-           and (rb := rate(baseline.get(t, []))) is not None]
-    c1, b1 = pooled(candidate), pooled(baseline)
+    per = [(t, rc - rb) for t in tasks if (rc := pass_rate(candidate.get(t))) is not None
+           and (rb := pass_rate(baseline.get(t))) is not None]
+    c1 = pooled_pass_rate({t: candidate.get(t, []) for t in tasks})
+    b1 = pooled_pass_rate({t: baseline.get(t, []) for t in tasks})
     if c1 is None or b1 is None:
         return ""
     out = f"; measured gain {c1 - b1:+.3f} in Pass@1 ({', '.join(f'{t} {d:+.2f}' for t, d in per)})"
