@@ -230,17 +230,18 @@ class Evolution:
         todo = [(c, self.specs.get(f"{rkey}-{c.slug}") or ProposalSpec()) for c in report.candidates
                 if c.status in ("adopted", "rejected") and c.commit and not self.led.done(f"{c.commit}:grade")]
         base: tuple[dict, str] = ({}, "")
-        if any(self.led.find("evaluation", key=f"{c.commit}:evaluation") for c, _ in todo):
+        grids = {c.commit: self._evaluation_grid(c.commit) for c, _ in todo}  # read once: None = not evaluated
+        if any(g is not None for g in grids.values()):
             # graded against runs that did not choose the tasks (evolve.round.grading_runs), not the corpus
             self.budget.check(self.exp, f"round {n}: the grading baseline")
             ctl.led = self.exp.ledger
             # only tasks some candidate ran r times: a task sequential stopping cut short grades "incomplete"
             # whatever the baseline, so fresh runs of it would be spent for nothing
-            named = tasks_needing_fresh_runs((((*spec.predicted_fixes, *spec.tasks_at_risk),
-                                               self._evaluation_grid(c.commit)) for c, spec in todo), self.exp.config.r)
+            named = tasks_needing_fresh_runs((((*spec.predicted_fixes, *spec.tasks_at_risk), grids[c.commit] or {})
+                                              for c, spec in todo), self.exp.config.r)
             base = self._controller(grading_baseline(ctl, n, incumbent, named, ctl.baseline_dir or corpus))
         for c, spec in todo:
-            self._grade_unit(n, c, spec, *base)
+            self._grade_unit(n, c, spec, grids[c.commit], *base)
         if report.adopted and transfer_pending(self.exp, report.adopted):  # freeze and transfer (evolve.round.transfer)
             self.budget.check(self.exp, f"round {n}: freeze and transfer evaluation of {report.adopted}")
             self._controller(run_transfer(self.exp, ctl, n, report.adopted, say=self.say))
@@ -299,19 +300,19 @@ class Evolution:
         lines = [f"{cid.split(':')[1]}: {e.reason}" for cid in created for e in rejected.get(cid, [])]
         return "; ".join(lines) or "rejected earlier"
 
-    def _evaluation_grid(self, commit: str) -> dict[str, list[bool | None]]:
-        """The candidate's evaluation grid as it stands ({} when it was not evaluated)."""
+    def _evaluation_grid(self, commit: str) -> dict[str, list[bool | None]] | None:
+        """The candidate's evaluation grid as it stands (None when it was not evaluated)."""
         ev = self.led.find("evaluation", key=f"{commit}:evaluation")
-        return grid_of_job(self.exp.root / ev[0].job_dir)[0] if ev else {}
+        return grid_of_job(self.exp.root / ev[0].job_dir)[0] if ev else None
 
-    def _grade_unit(self, n: int, c: Any, spec: ProposalSpec, baseline: dict, source: str) -> None:
-        ev = self.led.find("evaluation", key=f"{c.commit}:evaluation")
-        if not ev:
+    def _grade_unit(self, n: int, c: Any, spec: ProposalSpec, evaluation: dict | None, baseline: dict,
+                    source: str) -> None:
+        if evaluation is None:
             data = {"slug": c.slug, "status": c.status, "grade": "not evaluated", "reason": c.reason,
                     "line": f"{c.slug} ({c.status}) before evaluation: {c.reason[:300]}"}
         else:
-            g = grade(c.slug, c.status, spec.predicted_fixes, spec.tasks_at_risk, baseline,
-                      grid_of_job(self.exp.root / ev[0].job_dir)[0], self.exp.config.r, source)
+            g = grade(c.slug, c.status, spec.predicted_fixes, spec.tasks_at_risk, baseline, evaluation,
+                      self.exp.config.r, source)
             data = {**g.model_dump(mode="json"), "line": g.line(), "mechanism": spec.mechanism}
         self._append(GradeEvent(key=f"{c.commit}:grade", round=n, slug=c.slug, commit=c.commit, grade=data),
                      "evolve-grade")
