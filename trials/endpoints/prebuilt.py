@@ -6,9 +6,9 @@ package index keeps ``xllamacpp``, a wheel with llama.cpp's server compiled in (
 line of the flags the platform passes to ``llama-server`` (:func:`trials.endpoints.bundled.server_command`, the
 slot cache of :meth:`ServerProcess.bundled`, ``rise serve --seed``), so the same command can name either.
 
-Nothing uses it by default: the set-up still builds llama-server until this server is measured against it, speed
-(``python benchmarks/inference.py --arms today prebuilt``) and outputs. An unknown flag is refused by name rather
-than dropped, so a setting never silently differs between the two servers.
+``RISE_LLAMA_ENGINE=wheel`` chooses it (:func:`trials.endpoints.bundled.engine`); ``scripts/test.sh`` does, the main
+job keeps the build, whose decode measured 6-8 % faster (``python benchmarks/inference.py --arms today prebuilt``).
+An unknown flag is refused by name rather than dropped, so a setting never silently differs between the two servers.
 
     python -m trials.endpoints.prebuilt -m MODEL.gguf --host H --port P -c CTX -t T -np N --alias NAME --jinja
 """
