@@ -16,7 +16,7 @@ app = typer.Typer(
 )
 
 # Each module exposes register(app); listed here so `rise --help` shows them in this order.
-COMMAND_MODULES = ["eval", "tasks", "serve", "images", "midharness", "trace", "handbook", "experiment", "evolve", "transfer", "inspect", "research", "analyze", "role"]
+COMMAND_MODULES = ["eval", "pair", "tasks", "serve", "images", "midharness", "trace", "handbook", "experiment", "evolve", "transfer", "inspect", "research", "analyze", "role"]
 
 
 @app.callback()
