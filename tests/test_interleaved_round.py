@@ -198,3 +198,47 @@ def test_busy_corpus_favours_a_no_better_candidate_only_in_the_old_comparison(tm
     d = cand.decision  # both arms saw the same load: whatever it cost them, it cost both
     assert abs(d["candidate_pass1"] - d["baseline_pass1"]) < old.candidate_pass1 - old.baseline_pass1, d
     assert d["load"]["comparable"], d["load"]
+
+
+# ------------------------------------------------------------------------------------ kill -9 inside the pair
+def test_kill9_inside_the_paired_grid_then_resume_loses_nothing(tmp_path, server):
+    """``rise round`` with interleaved arms, SIGKILLed after the incumbent arm's 2nd booked trial, resumed and
+    SIGKILLed again after the candidate's next booked trial, then resumed: the round decides as an uninterrupted one (the first test's figures), no
+    finished trial of either arm ran twice, and an attempt moved aside is only ever a cell that had not finished
+    (the other arm's trial of the block the kill cut off)."""
+    import os
+
+    from evolve.experiment.store import open_experiment
+    from tests.test_controller_support import REPO
+
+    exp = make_experiment(tmp_path / "runs", server.base_url, baseline="interleaved", heldout=[])
+    run_reference(exp)
+    prop = tmp_path / "verify.json"
+    prop.write_text(json.dumps(GOOD_PROPOSAL))
+    cmd = [sys.executable, "-m", "rise.cli", "round", exp.root.name, "--runs-dir", str(exp.root.parent), "--resume",
+           "--no-progress", "--candidate", f"verify={GOOD}", "--proposal", f"verify={prop}"]
+    base_env = {k: v for k, v in os.environ.items() if k != "RISE_TEST_KILL_AT"}
+    for stage in ("control:trial@2", "evaluation:trial@1"):
+        res = subprocess.run(cmd, cwd=REPO, env={**base_env, "RISE_TEST_KILL_AT": stage}, capture_output=True,
+                             text=True, timeout=900, check=False)
+        assert res.returncode == -9, f"{stage}: rc {res.returncode}\n{res.stdout}\n{res.stderr}"
+    final = subprocess.run(cmd, cwd=REPO, env=base_env, capture_output=True, text=True, timeout=900, check=False)
+    assert final.returncode == 0, final.stdout + final.stderr
+
+    led = open_experiment(str(exp.root)).ledger
+    v0 = exp.commit_of("v0")
+    (adoption,) = led.find("adoption")
+    assert adoption.version == "v1" and adoption.decision["baseline"] == "interleaved"
+    assert adoption.decision["baseline_pass1"] == 0.5 and adoption.decision["candidate_pass1"] == 1.0
+    load = adoption.decision["load"]
+    assert load["candidate"]["trials"] == load["incumbent"]["trials"] == 4
+    (arm,) = [e for e in led.find("evaluation") if e.key == f"{v0}:control:r01:verify"]
+    assert arm.complete and arm.metrics["paired_with"] == adoption.commit
+    done = [e.key for e in led.find("trial_done")]
+    assert len(done) == len(set(done)), "a finished trial was booked twice"
+    rdir = exp.root / "rounds" / "r01" / "verify"
+    for job in ("evaluation", "incumbent"):
+        finals = sorted(p.name for p in (rdir / job).glob("*__r?") if (p / "result.json").is_file())
+        assert finals == [f"{t}__r{k}" for t in sorted(DEV) for k in (1, 2)], (job, finals)
+        for attempt in (rdir / job).glob("*.attempt-*"):  # cut off, never finished
+            assert not (attempt / "result.json").is_file(), attempt
