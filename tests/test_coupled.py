@@ -14,7 +14,14 @@ from evolve.experiment.config import AdoptionPolicy
 from validate.adoption import decide
 from validate.adoption_sim import adoption_rate, rate_basis
 from validate.adoption_stats import decide_many
-from validate.coupled import coupled_p_many, coupling_of, discordant, draw_cells, pair_counts
+from validate.coupled import (
+    coupled_p_many,
+    coupling_estimate,
+    coupling_of,
+    discordant,
+    draw_cells,
+    pair_counts,
+)
 from validate.coupled_sim import DESIGNS, night_false_adoption, power_by_r, trials_needed
 from validate.power import Baseline, grid_power
 
@@ -121,3 +128,19 @@ def test_power_before_the_night_for_the_coupled_policy():
     out = grid_power(["a", "b", "c", "d"], 34, "coupled", 0.05, base, "corpus")
     assert out.adoptable and out.perfect_p == pytest.approx(0.5 ** 69)  # 17 + 0 + 26 + 26 wins, no loss
     assert 0.5 < out.power < 1 and out.false_adoption <= 0.05 and "simulated" in out.method
+
+
+def test_coupling_estimate_recovers_the_models_rho_from_simulated_pairs():
+    """ρ̂ from measured pairs (``rise pair``'s table) is the model's ρ: drawn at ρ 0, 0.4 and 0.8 over tasks of
+    different pass rates, it comes back within 0.03; full agreement at a task with room is 1; no room: None."""
+    rng = np.random.default_rng(5)
+    rates = np.array([[0.2, 0.5, 0.7, 0.9]])
+    for rho in (0.0, 0.4, 0.8):
+        cand, inc = draw_cells([np.repeat(rates, 1, axis=0)] * 2, 20000, rho, rng)
+        rows = [(20000, int((cand[0, t] == inc[0, t]).sum()), int(cand[0, t].sum() + inc[0, t].sum()))
+                for t in range(4)]
+        assert coupling_estimate(rows) == pytest.approx(rho, abs=0.03), rho
+    assert coupling_estimate([(8, 8, 8)]) == 1.0  # 4 pairs both passed, 4 both failed
+    assert coupling_estimate([(8, 8, 0), (8, 8, 16)]) is None  # never / always solved: agreement says nothing
+    assert coupling_estimate([(8, 0, 8)]) == 0.0  # every pair discordant: less than chance, clipped
+    assert coupling_estimate([]) is None

@@ -122,6 +122,7 @@ def test_the_seed_against_itself_coupled_agrees_on_every_pair_and_is_not_adopted
     assert rows["hello-file"]["pairs"] == 2 and rows["hello-file"]["both_pass"] == 1
     assert rows["write-json"]["pairs"] == 2 and rows["write-json"]["both_pass"] == 1
     assert data["agreement"]["all"]["agreement"] == 1.0 and data["agreement"]["all"]["same_first_reply"] == 4
+    assert data["agreement"]["all"]["coupling"] == 1.0 and "coupling ρ̂ 1.000" in proc.stdout
     d = data["decision"]
     assert d["decided"] and not d["adopt"] and d["policy"] == "coupled"
     assert "agreement 4/4 = 1.000" in proc.stdout and "reject" in proc.stdout

@@ -65,6 +65,26 @@ def coupling_of(agreement: float) -> float:
     return 2 * agreement - 1
 
 
+def coupling_estimate(tasks: Sequence[tuple[int, int, int]]) -> float | None:
+    """ρ of the seed model estimated from measured pairs: per task (pairs, agreements, passes of both arms
+    together). Under the model a pair agrees with probability ρ + (1 − ρ)·c, c = p² + (1 − p)² the agreement of
+    two independent trials at the task's pass rate p (both arms pooled, as under the null); pooled over tasks,
+    ρ̂ = Σ (agreements − pairs·c) / Σ pairs·(1 − c), clipped to [0, 1]: the agreement beyond chance, as Cohen's
+    kappa measures it. None when no task has room (every pair at p 0 or 1). Its agreement at pass rate 0.5 is
+    (1 + ρ̂) / 2, the simulations' column."""
+    num = den = 0.0
+    for pairs, agree, passes in tasks:
+        if pairs <= 0:
+            continue
+        p = passes / (2 * pairs)
+        c = p * p + (1 - p) * (1 - p)
+        num += agree - pairs * c
+        den += pairs * (1 - c)
+    if den <= 0:
+        return None
+    return min(1.0, max(0.0, num / den))
+
+
 def draw_cells(rates: Sequence[np.ndarray], r: int, coupling: float, rng: np.random.Generator) -> list[np.ndarray]:
     """Cells of several arms that share the seeds: ``rates[i]`` (sims × tasks) is arm i's pass rates; returns one
     (sims × tasks × r) boolean array per arm (module docstring)."""

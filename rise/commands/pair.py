@@ -89,9 +89,13 @@ def agreement_table(inc: dict[tuple[str, int], TrialResult], cand: dict[tuple[st
 
 
 def totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    from validate.coupled import coupling_estimate  # numpy: not at rise's start
+
     keys = ("pairs", "agree", "both_pass", "n10", "n01", "same_first_reply")
     out: dict[str, Any] = {k: sum(r[k] for r in rows) for k in keys}
     out["agreement"] = round(out["agree"] / out["pairs"], 3) if out["pairs"] else None
+    rho = coupling_estimate([(r["pairs"], r["agree"], 2 * r["both_pass"] + r["n10"] + r["n01"]) for r in rows])
+    out["coupling"] = None if rho is None else round(rho, 3)  # agreement beyond chance (validate.coupled)
     return out
 
 
@@ -109,6 +113,10 @@ def render(rows: list[dict[str, Any]], tot: dict[str, Any]) -> None:
     if tot["agreement"] is not None:
         _out.print(f"agreement {tot['agree']}/{tot['pairs']} = {tot['agreement']:.3f}; discordant "
                    f"{tot['n10'] + tot['n01']} (candidate only {tot['n10']}, incumbent only {tot['n01']})")
+    if tot["coupling"] is not None:
+        _out.print(f"coupling ρ̂ {tot['coupling']:.3f} (agreement beyond chance at each task's pass rate); as the "
+                   f"simulations' column: agreement {(1 + tot['coupling']) / 2:.3f} at pass rate 0.5 "
+                   "(docs/statistics.md)")
 
 
 def pair_cmd(
