@@ -148,7 +148,7 @@ def pair_cmd(
     """Run two harnesses side by side (lockstep, coupled seeds) and decide as a round would; prints the
     agreement of their pairs per task. With the defaults: the seed against itself, the null comparison."""
     from monitor.agents import resolve_agent
-    from rise.commands.eval import _endpoint, _require_reachable, parse_settings
+    from rise.commands.eval import _cancel_on_sigterm, _endpoint, _require_reachable, parse_settings
     from trials.job import trial_name
     from trials.settings_check import check_settings
     from trials.tasks import load_task_set
@@ -185,8 +185,8 @@ def pair_cmd(
         _err.print(f"pair {job_dir}: {len(names)} tasks × r={r} in each arm, lockstep; incumbent "
                    f"{specs[0].name}, candidate {specs[1].name}{' ' + ' '.join(setting or []) if setting else ''}; "
                    f"policy {policy} at α {alpha}; model {endpoint.model}")
-        outcomes = asyncio.run(run_interleaved([(p, MemoryBook()) for p in plans], progress=progress,
-                                               tasks=loaded))
+        outcomes = asyncio.run(_cancel_on_sigterm(run_interleaved([(p, MemoryBook()) for p in plans],
+                                                                  progress=progress, tasks=loaded)))
     except (RiseError, ValueError) as exc:
         _err.print(f"[red]error:[/] {exc}")
         raise typer.Exit(1) from None
