@@ -15,6 +15,7 @@ run. The demo grid (tasks, r, α, the prior's pass rates) is read from ``scripts
 4. the conclusions these figures support.
 
     nice -n 19 python benchmarks/coupled_pairs.py [--sims 4000] [--seed 38] [--shift 0.05] [--gain 0.15] [--quick]
+        [--measured A]   (A: a measured agreement at pass rate 0.5, (1 + ρ̂) / 2, as ``rise pair`` prints it)
 """
 
 from __future__ import annotations
@@ -115,7 +116,14 @@ if __name__ == "__main__":
     ap.add_argument("--shift", type=float, default=0.05, help="the load's shift of a pass rate")
     ap.add_argument("--gain", type=float, default=0.15)
     ap.add_argument("--quick", action="store_true", help="CI: 200 nights per cell (runs, figures rough)")
+    ap.add_argument("--measured", type=float, default=None, help="a measured coupling as the simulations' column "
+                    "(agreement at pass rate 0.5, (1 + ρ̂) / 2: what rise pair prints) added to the table")
     a = ap.parse_args()
+    if a.measured is not None:
+        if not 0.5 <= a.measured <= 1:
+            ap.error(f"--measured is an agreement at pass rate 0.5, in [0.5, 1] (got {a.measured})")
+        AGREEMENTS = tuple(sorted({*AGREEMENTS, round(a.measured, 3)}))
+        print(f"column {round(a.measured, 3)}: the measured coupling (rise pair), beside the model's")
     sims = 200 if a.quick else a.sims
     started = time.monotonic()
     tasks, r, alpha, rates = demo_grid()
