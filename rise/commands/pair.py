@@ -133,6 +133,9 @@ def pair_cmd(
     alpha: Annotated[float, typer.Option("--alpha", min=0.0, max=1.0, help="level of the test")] = 0.05,
     env: Annotated[str, typer.Option("--env", help="sandbox: local (bubblewrap) or docker")] = "local",
     base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible endpoint incl. /v1")] = None,
+    incumbent_base_url: Annotated[str | None, typer.Option(
+        "--incumbent-base-url", help="the incumbent arm's own server (the same model): each arm's requests then "
+        "never share a batch, one condition for coupled seeds to reproduce; default: --base-url")] = None,
     model: Annotated[str | None, typer.Option("--model", help="served model name (bundled: its name)")] = None,
     api_key_env: Annotated[str | None, typer.Option("--api-key-env", help="variable holding the API key")] = None,
     max_output_tokens: Annotated[int | None, typer.Option("--max-output-tokens", min=1, help="cap on a reply's "
@@ -177,14 +180,19 @@ def pair_cmd(
         endpoint = _endpoint(specs[0].kind, base_url, model, api_key_env, None)
         if max_output_tokens is not None:
             endpoint = endpoint.model_copy(update={"max_output_tokens": max_output_tokens})
-        asyncio.run(_require_reachable(endpoint))
+        endpoints = [endpoint.model_copy(update={"base_url": incumbent_base_url}) if incumbent_base_url else endpoint,
+                     endpoint]
+        for e in {e.base_url: e for e in endpoints}.values():
+            asyncio.run(_require_reachable(e))
         plans = [GridPlan(purpose="control" if arm == "incumbent" else "evaluation", agent=spec, tasks_dir=tasks,
-                          task_names=names, r=r, job_dir=job_dir / arm, endpoint=endpoint, env_kind=env,  # type: ignore[arg-type]
+                          task_names=names, r=r, job_dir=job_dir / arm, endpoint=ep, env_kind=env,  # type: ignore[arg-type]
                           concurrency=concurrency, settings=settings, cell_seeds=policy == COUPLED)
-                 for arm, spec, settings in zip(ARMS, specs, ({}, cand_settings))]
+                 for arm, spec, settings, ep in zip(ARMS, specs, ({}, cand_settings), endpoints)]
         _err.print(f"pair {job_dir}: {len(names)} tasks × r={r} in each arm, lockstep; incumbent "
                    f"{specs[0].name}, candidate {specs[1].name}{' ' + ' '.join(setting or []) if setting else ''}; "
-                   f"policy {policy} at α {alpha}; model {endpoint.model}")
+                   f"policy {policy} at α {alpha}; model {endpoint.model}"
+                   + (f" (incumbent at {incumbent_base_url}, candidate at {endpoint.base_url})"
+                      if incumbent_base_url else ""))
         outcomes = asyncio.run(_cancel_on_sigterm(run_interleaved([(p, MemoryBook()) for p in plans],
                                                                   progress=progress, tasks=loaded)))
     except (RiseError, ValueError) as exc:
