@@ -16,11 +16,13 @@ A measure missing in either arm (old trials, a server that gives no timings) is 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 
 from pydantic import BaseModel
 
 from trials.results import TrialResult
 from trials.time_split import grid_load, grid_split
+from validate.adoption import Decision
 
 MAX_LOAD_GAP = 0.5
 SPEED_RATIO = (0.8, 1.25)
@@ -73,6 +75,15 @@ def check_load(candidate: Iterable[TrialResult], incumbent: Iterable[TrialResult
             reasons.append(f"decode speed {cand.decode_tok_s:.1f} vs {inc.decode_tok_s:.1f} tok/s (ratio "
                            f"{ratio:.2f}, outside [{SPEED_RATIO[0]}, {SPEED_RATIO[1]}])")
     return LoadCheck(candidate=cand, incumbent=inc, comparable=not reasons, reasons=reasons, action=action)
+
+
+def apply_load_check(decision: Decision, load: LoadCheck) -> Decision:
+    """``decision``, or, when ``load`` refuses and it adopted, the same decision turned into a rejection that says
+    why (the round and ``rise pair`` alike)."""
+    if load.refused and decision.adopt:
+        return replace(decision, adopt=False, reason=f"not comparable, the arms ran under different load "
+                       f"({'; '.join(load.reasons)}): {decision.reason}")
+    return decision
 
 
 def load_lines(load: dict | None) -> list[str]:

@@ -25,7 +25,7 @@ from validate.adoption import Decision
 from validate.coupled import COUPLED
 from validate.evaluate import GridOutcome, GridPlan
 from validate.interleave import run_interleaved
-from validate.load_check import LoadCheck, check_load
+from validate.load_check import LoadCheck, apply_load_check, check_load
 
 if TYPE_CHECKING:
     from evolve.round.controller import Controller
@@ -84,7 +84,4 @@ class InterleavedStage:
         else:
             incumbent = load_job(ctl.baseline_dir)[1] if ctl.baseline_dir else []
         load = check_load(out.results.values(), incumbent, ctl.cfg.adoption.load_action)
-        if load.refused and d.adopt:
-            d = replace(d, adopt=False, reason=f"not comparable, the arms ran under different load "
-                        f"({'; '.join(load.reasons)}): {d.reason}")
-        return d, load
+        return apply_load_check(d, load), load

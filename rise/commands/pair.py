@@ -159,7 +159,7 @@ def pair_cmd(
     from validate.coupled import COUPLED
     from validate.evaluate import GridPlan, MemoryBook
     from validate.interleave import run_interleaved
-    from validate.load_check import check_load, load_lines
+    from validate.load_check import apply_load_check, check_load, load_lines
 
     if policy not in (COUPLED, "stratified"):
         raise typer.BadParameter("--policy is coupled or stratified")
@@ -203,7 +203,8 @@ def pair_cmd(
         raise typer.Exit(130) from None
     inc, cand = outcomes
     decision = decide(cand.grid, inc.grid, names, r, policy=policy, alpha=alpha)  # type: ignore[arg-type]
-    load = check_load(cand.results.values(), inc.results.values())
+    load = check_load(cand.results.values(), inc.results.values(), "refuse")  # as a round with interleaved arms
+    decision = apply_load_check(decision, load)
     dirs = [{(t, k): o.plan.job_dir.resolve() / trial_name(t, k) for (t, k) in o.results} for o in outcomes]
     rows = agreement_table(inc.results, cand.results, dirs[0], dirs[1], names, r)
     tot = totals(rows)
