@@ -151,3 +151,22 @@ def test_each_arm_on_its_own_server(tmp_path):
     arms = {arm: json.loads((tmp_path / "job" / arm / "config.json").read_text())["endpoint"]["base_url"]
             for arm in ("incumbent", "candidate")}
     assert arms == urls
+
+
+def test_report_reads_a_comparison_from_disk_and_runs_nothing(tmp_path):
+    """``--report``: the table and the decision from the two job folders, without a server; an unfinished
+    comparison is undecided (exit 2); a folder that holds none is named."""
+    if (why := parts_missing()):
+        pytest.skip(why)
+    job = tmp_path / "job"
+    with ScriptedServer(seed_driven) as srv:
+        done = _pair("--tasks", str(STARTER), "--task", "hello-file", "-r", "1", "--job-dir", str(job),
+                     "--base-url", srv.base_url, "--model", "scripted")
+    assert done.returncode == 0, done.stdout + done.stderr
+    shown = _pair("--report", "--job-dir", str(job))
+    assert shown.returncode == 0 and "agreement 1/1 = 1.000" in shown.stdout and "reject" in shown.stdout
+    (job / "candidate" / "hello-file__r1" / "result.json").unlink()  # as if the candidate's cell had not run
+    partial = _pair("--report", "--job-dir", str(job))
+    assert partial.returncode == 2 and "undecided" in partial.stdout
+    missing = _pair("--report", "--job-dir", str(tmp_path / "nothing"))
+    assert missing.returncode == 1 and "no job here" in missing.stderr

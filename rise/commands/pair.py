@@ -120,7 +120,7 @@ def render(rows: list[dict[str, Any]], tot: dict[str, Any]) -> None:
 
 
 def pair_cmd(
-    tasks: Annotated[Path, typer.Option("--tasks", help="task set folder (Harbor tasks)")],
+    tasks: Annotated[Path | None, typer.Option("--tasks", help="task set folder (Harbor tasks)")] = None,
     task: Annotated[list[str] | None, typer.Option("--task", help="only these tasks (repeatable)")] = None,
     incumbent: Annotated[str, typer.Option("--incumbent", help="seed, a harness directory or a frozen file")]
     = "seed",
@@ -147,61 +147,105 @@ def pair_cmd(
     json_out: Annotated[Path | None, typer.Option("--json", help="write the decision, the load and the "
                                                   "agreement table")] = None,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="show the progress bar")] = True,
+    report: Annotated[bool, typer.Option("--report", help="run nothing: read the two job folders of --job-dir and "
+                                         "print where the comparison stands (undecided while incomplete)")] = False,
 ) -> None:
     """Run two harnesses side by side (lockstep, coupled seeds) and decide as a round would; prints the
     agreement of their pairs per task. With the defaults: the seed against itself, the null comparison."""
-    from monitor.agents import resolve_agent
-    from rise.commands.eval import _cancel_on_sigterm, _endpoint, _require_reachable, parse_settings
-    from trials.job import trial_name
-    from trials.settings_check import check_settings
-    from trials.tasks import load_task_set
-    from validate.adoption import decide
     from validate.coupled import COUPLED
-    from validate.evaluate import GridPlan, MemoryBook
-    from validate.interleave import run_interleaved
-    from validate.load_check import apply_load_check, check_load, load_lines
 
     if policy not in (COUPLED, "stratified"):
         raise typer.BadParameter("--policy is coupled or stratified")
     if env not in ("local", "docker"):
         raise typer.BadParameter("--env is local or docker")
+    if report and job_dir is None:
+        raise typer.BadParameter("--report reads a comparison: name its --job-dir")
+    if not report and tasks is None:
+        raise typer.BadParameter("--tasks is needed to run a comparison")
     job_dir = job_dir or Path("runs") / "pairs" / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     try:
-        loaded = load_task_set(tasks, task or None)
-        names = sorted(t.name for t in loaded)
-        specs = [resolve_agent(incumbent), resolve_agent(candidate)]
-        if any(s.kind == "oracle" for s in specs):
-            raise RiseError("rise pair compares harnesses that call a model; the oracle calls none")
-        cand_settings = parse_settings(setting or [], specs[1].harness_dir)
-        check_settings(specs[1].harness_dir, cand_settings)
-        if not resume and any((job_dir / arm / "config.json").exists() for arm in ARMS):
-            raise RiseError(f"{job_dir} already holds a comparison: add --resume to go on with it, or choose "
-                            "another --job-dir")
-        endpoint = _endpoint(specs[0].kind, base_url, model, api_key_env, None)
-        if max_output_tokens is not None:
-            endpoint = endpoint.model_copy(update={"max_output_tokens": max_output_tokens})
-        endpoints = [endpoint.model_copy(update={"base_url": incumbent_base_url}) if incumbent_base_url else endpoint,
-                     endpoint]
-        for e in {e.base_url: e for e in endpoints}.values():
-            asyncio.run(_require_reachable(e))
-        plans = [GridPlan(purpose="control" if arm == "incumbent" else "evaluation", agent=spec, tasks_dir=tasks,
-                          task_names=names, r=r, job_dir=job_dir / arm, endpoint=ep, env_kind=env,  # type: ignore[arg-type]
-                          concurrency=concurrency, settings=settings, cell_seeds=policy == COUPLED)
-                 for arm, spec, settings, ep in zip(ARMS, specs, ({}, cand_settings), endpoints)]
-        _err.print(f"pair {job_dir}: {len(names)} tasks × r={r} in each arm, lockstep; incumbent "
-                   f"{specs[0].name}, candidate {specs[1].name}{' ' + ' '.join(setting or []) if setting else ''}; "
-                   f"policy {policy} at α {alpha}; model {endpoint.model}"
-                   + (f" (incumbent at {incumbent_base_url}, candidate at {endpoint.base_url})"
-                      if incumbent_base_url else ""))
-        outcomes = asyncio.run(_cancel_on_sigterm(run_interleaved([(p, MemoryBook()) for p in plans],
-                                                                  progress=progress, tasks=loaded)))
+        if report:
+            outcomes = [_on_disk(job_dir / arm) for arm in ARMS]
+        else:
+            outcomes = _run(job_dir, tasks, task, [incumbent, candidate], r, concurrency, policy, env,  # type: ignore[arg-type]
+                            base_url, incumbent_base_url, model, api_key_env, max_output_tokens, setting or [],
+                            resume, progress)
     except (RiseError, ValueError) as exc:
         _err.print(f"[red]error:[/] {exc}")
         raise typer.Exit(1) from None
     except (KeyboardInterrupt, asyncio.CancelledError):
         _err.print(f"[yellow]interrupted[/]: continue with rise pair --resume --job-dir {job_dir} (same options)")
         raise typer.Exit(130) from None
+    raise typer.Exit(_decide_and_print(job_dir, outcomes, alpha, json_out))
+
+
+def _on_disk(arm_dir: Path) -> Any:
+    """An arm as far as it ran, from its job folder (``--report``)."""
+    from trials.job import load_job
+    from validate.evaluate import GridPlan, outcome_of
+
+    if not (arm_dir / "config.json").is_file():
+        raise RiseError(f"{arm_dir}: no job here (a comparison's folder holds incumbent/ and candidate/)")
+    config, results, _ = load_job(arm_dir)
+    plan = GridPlan(purpose="evaluation", agent=config.agent, tasks_dir=Path(config.tasks_dir),
+                    task_names=list(config.task_names), r=config.r, job_dir=arm_dir, endpoint=config.endpoint,
+                    env_kind=config.env_kind, concurrency=config.concurrency, settings=config.settings,
+                    cell_seeds=config.cell_seeds)
+    return outcome_of(plan, {(x.task_name, x.repetition): x for x in results if not x.is_infra})
+
+
+def _run(job_dir: Path, tasks: Path, task: list[str] | None, agents: list[str], r: int, concurrency: int,
+         policy: str, env: str, base_url: str | None, incumbent_base_url: str | None, model: str | None,
+         api_key_env: str | None, max_output_tokens: int | None, setting: list[str], resume: bool,
+         progress: bool) -> list[Any]:
+    """Run (or resume) both arms in lockstep; returns their outcomes (incumbent, candidate)."""
+    from monitor.agents import resolve_agent
+    from rise.commands.eval import _cancel_on_sigterm, _endpoint, _require_reachable, parse_settings
+    from trials.settings_check import check_settings
+    from trials.tasks import load_task_set
+    from validate.coupled import COUPLED
+    from validate.evaluate import GridPlan, MemoryBook
+    from validate.interleave import run_interleaved
+
+    loaded = load_task_set(tasks, task or None)
+    names = sorted(t.name for t in loaded)
+    specs = [resolve_agent(a) for a in agents]
+    if any(s.kind == "oracle" for s in specs):
+        raise RiseError("rise pair compares harnesses that call a model; the oracle calls none")
+    cand_settings = parse_settings(setting, specs[1].harness_dir)
+    check_settings(specs[1].harness_dir, cand_settings)
+    if not resume and any((job_dir / arm / "config.json").exists() for arm in ARMS):
+        raise RiseError(f"{job_dir} already holds a comparison: add --resume to go on with it, or choose "
+                        "another --job-dir")
+    endpoint = _endpoint(specs[0].kind, base_url, model, api_key_env, None)
+    if max_output_tokens is not None:
+        endpoint = endpoint.model_copy(update={"max_output_tokens": max_output_tokens})
+    endpoints = [endpoint.model_copy(update={"base_url": incumbent_base_url}) if incumbent_base_url else endpoint,
+                 endpoint]
+    for e in {e.base_url: e for e in endpoints}.values():
+        asyncio.run(_require_reachable(e))
+    plans = [GridPlan(purpose="control" if arm == "incumbent" else "evaluation", agent=spec, tasks_dir=tasks,
+                      task_names=names, r=r, job_dir=job_dir / arm, endpoint=ep, env_kind=env,  # type: ignore[arg-type]
+                      concurrency=concurrency, settings=settings, cell_seeds=policy == COUPLED)
+             for arm, spec, settings, ep in zip(ARMS, specs, ({}, cand_settings), endpoints)]
+    _err.print(f"pair {job_dir}: {len(names)} tasks × r={r} in each arm, lockstep; incumbent {specs[0].name}, "
+               f"candidate {specs[1].name}{' ' + ' '.join(setting) if setting else ''}; policy {policy}; model "
+               f"{endpoint.model}" + (f" (incumbent at {incumbent_base_url}, candidate at {endpoint.base_url})"
+                                      if incumbent_base_url else ""))
+    return asyncio.run(_cancel_on_sigterm(run_interleaved([(p, MemoryBook()) for p in plans], progress=progress,
+                                                          tasks=loaded)))
+
+
+def _decide_and_print(job_dir: Path, outcomes: list[Any], alpha: float, json_out: Path | None) -> int:
+    """The round's decision on the two arms, their load and the agreement table; returns the exit code."""
+    from trials.job import trial_name
+    from validate.adoption import decide
+    from validate.coupled import COUPLED
+    from validate.load_check import apply_load_check, check_load, load_lines
+
     inc, cand = outcomes
+    names, r = list(inc.plan.task_names), inc.plan.r
+    policy = COUPLED if inc.plan.cell_seeds and cand.plan.cell_seeds else "stratified"
     decision = decide(cand.grid, inc.grid, names, r, policy=policy, alpha=alpha)  # type: ignore[arg-type]
     load = check_load(cand.results.values(), inc.results.values(), "refuse")  # as a round with interleaved arms
     decision = apply_load_check(decision, load)
@@ -216,11 +260,11 @@ def pair_cmd(
     complete = inc.complete and cand.complete
     if json_out:
         write_json_atomic(json_out, {"job_dir": str(job_dir.resolve()), "tasks": names, "r": r, "policy": policy,
-                                     "incumbent": specs[0].name, "candidate": specs[1].name,
-                                     "candidate_settings": cand_settings, "complete": complete,
+                                     "incumbent": inc.plan.agent.name, "candidate": cand.plan.agent.name,
+                                     "candidate_settings": cand.plan.settings, "complete": complete,
                                      "decision": asdict(decision), "load": load.model_dump(),
                                      "agreement": {"tasks": rows, "all": tot}})
-    raise typer.Exit(0 if complete and decision.decided else 2)
+    return 0 if complete and decision.decided else 2
 
 
 def register(app: typer.Typer) -> None:
