@@ -8,7 +8,7 @@ from trials.endpoints.timings import InferenceSummary
 from trials.load import MachineLoad
 from trials.results import TrialResult
 from validate.interleave import Lockstep
-from validate.load_check import MAX_LOAD_GAP, check_load, load_lines
+from validate.load_check import MAX_LOAD_GAP, blocks_side_by_side, check_load, load_lines
 
 
 def _trial(k: int, load: float | None, tok_s: float | None, status: str = "passed") -> TrialResult:
@@ -74,5 +74,40 @@ def test_a_refused_check_turns_an_adoption_into_a_rejection_and_a_flag_does_not(
         stage = InterleavedStage(SimpleNamespace(cfg=SimpleNamespace(adoption=policy), baseline_dir=None))
         stage.arms["x"] = busy  # the incumbent arm ran on a busy machine, the candidate on an idle one
         d, load = stage.check("x", idle, Decision(adopt=True, decided=True, reason="better"))
-        assert d.adopt is adopted and not load.comparable and len(load.reasons) == 2
+        # paired arms: the load gap is a reason, the decode speeds (8 vs 20 tok/s) only a note
+        assert d.adopt is adopted and not load.comparable and len(load.reasons) == 1 and load.paired
+        assert "mean load per CPU" in load.reasons[0] and "decode speed" in load.notes[0]
         assert ("not comparable, the arms ran under different load" in d.reason) is not adopted
+
+
+def _timed(k: int, start: int, end: int, tok_s: float, task: str = "t") -> TrialResult:
+    res = _trial(k, 0.5, tok_s).model_copy(update={"task_name": task, "trial_name": f"{task}__r{k}"})
+    return res.model_copy(update={"started_at": f"2026-12-07T14:00:{start:02d}+00:00",
+                                  "finished_at": f"2026-12-07T14:{end // 60:02d}:{end % 60:02d}+00:00"})
+
+
+def test_paired_arms_are_judged_by_their_blocks_overlap_not_by_their_speeds():
+    """In lockstep the shorter trial leaves the server to its partner: a candidate that ends every block first
+    decodes slower on average than the incumbent it ran beside. Unpaired, that speed gap refuses; paired, it is a
+    note, and what decides is whether the blocks ran side by side."""
+    cand = [_timed(k, 0, 50, 4.0) for k in (1, 2, 3)]  # ends first in every block
+    inc = [_timed(k, 0, 300, 7.0) for k in (1, 2, 3)]
+    unpaired = check_load(cand, inc, "refuse")
+    assert not unpaired.comparable and "decode speed" in unpaired.reasons[0]
+    paired = check_load(cand, inc, "refuse", paired=True)
+    assert paired.comparable and paired.blocks == 3 and paired.side_by_side == 3 and "decode speed" in paired.notes[0]
+    lines = load_lines(paired.model_dump())
+    assert "paired arms: 3 of 3 blocks ran side by side" in lines[1] and lines[-1] == "load: comparable"
+    # one arm's cells run alone (a resume that finished them later): not side by side, refused
+    apart = [_timed(k, 0, 50, 4.0) for k in (1, 2)] + [_timed(3, 0, 50, 4.0).model_copy(
+        update={"started_at": "2026-12-07T15:00:00+00:00", "finished_at": "2026-12-07T15:00:50+00:00"})]
+    late = check_load(apart, inc, "refuse", paired=True)
+    assert late.refused and late.side_by_side == 2 and "only 2 of 3 blocks ran side by side" in late.reasons[0]
+
+
+def test_side_by_side_skips_blocks_without_times_or_with_infra():
+    cand = [_timed(1, 0, 60, 5.0), _trial(2, 0.5, 5.0), _timed(3, 0, 60, 5.0).model_copy(update={
+        "status": "infra", "infra_cause": "sandbox"})]
+    inc = [_timed(k, 30, 90, 5.0) for k in (1, 2, 3)]
+    assert blocks_side_by_side(cand, inc) == (1, 0)  # block 1 overlapped 30 of 60 s, under 90 %
+    assert blocks_side_by_side([_timed(1, 0, 60, 5.0)], [_timed(1, 3, 60, 5.0)]) == (1, 1)

@@ -79,9 +79,10 @@ class InterleavedStage:
     def check(self, slug: str, out: GridOutcome, d: Decision) -> tuple[Decision, LoadCheck]:
         """Both arms' load side by side; a refused check turns an adoption into a rejection that says why."""
         ctl = self.ctl
-        if self.on and slug in self.arms:
+        paired = self.on and slug in self.arms
+        if paired:
             incumbent: Any = self.arms[slug].results.values()
         else:
             incumbent = load_job(ctl.baseline_dir)[1] if ctl.baseline_dir else []
-        load = check_load(out.results.values(), incumbent, ctl.cfg.adoption.load_action)
+        load = check_load(out.results.values(), incumbent, ctl.cfg.adoption.load_action, paired=paired)
         return apply_load_check(d, load), load

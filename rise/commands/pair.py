@@ -247,7 +247,7 @@ def _decide_and_print(job_dir: Path, outcomes: list[Any], alpha: float, json_out
     names, r = list(inc.plan.task_names), inc.plan.r
     policy = COUPLED if inc.plan.cell_seeds and cand.plan.cell_seeds else "stratified"
     decision = decide(cand.grid, inc.grid, names, r, policy=policy, alpha=alpha)  # type: ignore[arg-type]
-    load = check_load(cand.results.values(), inc.results.values(), "refuse")  # as a round with interleaved arms
+    load = check_load(cand.results.values(), inc.results.values(), "refuse", paired=True)  # as a round does
     decision = apply_load_check(decision, load)
     dirs = [{(t, k): o.plan.job_dir.resolve() / trial_name(t, k) for (t, k) in o.results} for o in outcomes]
     rows = agreement_table(inc.results, cand.results, dirs[0], dirs[1], names, r)
