@@ -8,6 +8,8 @@ import asyncio
 import datetime as dt
 import hashlib
 import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -132,6 +134,20 @@ async def _require_reachable(endpoint: EndpointSpec) -> None:
             raise RiseError(f"the model server does not answer: {unreachable_hint(endpoint.base_url)}")
 
 
+@contextmanager
+def run_errors(resume_hint: str) -> Iterator[None]:
+    """A run's failures as the commands report them: a clear error (exit 1), or an interruption with how to go
+    on (exit 130)."""
+    try:
+        yield
+    except (RiseError, ValueError) as exc:
+        _err.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(1) from None
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        _err.print(f"[yellow]interrupted[/]: {resume_hint}")
+        raise typer.Exit(130) from None
+
+
 async def _cancel_on_sigterm(coro: Any) -> Any:
     """Run ``coro``; SIGTERM cancels it like Ctrl-C does, so agents are killed and sandboxes stopped."""
     task = asyncio.current_task()
@@ -184,7 +200,8 @@ def eval_cmd(
 
     urls = base_url or []
     exec_cfg = ExecutorConfig(kind=executor, address=ray_address, replicas=urls[1:])
-    try:
+    job_dir = job_dir or Path("runs") / "jobs" / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    with run_errors(f"running trials were stopped; continue with --resume --job-dir {job_dir}"):
         loaded = load_task_set(tasks, task or None)
         spec = resolve_agent(agent)
         settings = parse_settings(setting or [], spec.harness_dir)
@@ -192,7 +209,6 @@ def eval_cmd(
         endpoint = _endpoint(spec.kind, urls[0] if urls else None, model, api_key_env, port)
         if endpoint is not None and spec.kind != "oracle":
             asyncio.run(_require_reachable(endpoint))
-        job_dir = job_dir or Path("runs") / "jobs" / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         config = JobConfig(job_id=job_id_for(job_dir), tasks_dir=str(Path(tasks).resolve()),
                            task_names=sorted(t.name for t in loaded), agent=spec, env_kind=env, r=r,
                            concurrency=concurrency, endpoint=endpoint, settings=settings)
@@ -200,12 +216,6 @@ def eval_cmd(
                    f"env {env}, model {endpoint.model if endpoint else '—'}")
         result = asyncio.run(_cancel_on_sigterm(run_job(config, job_dir, resume=resume, force_config=force_config,
                                                         progress=progress, tasks=loaded, executor=exec_cfg)))
-    except (RiseError, ValueError) as exc:
-        _err.print(f"[red]error:[/] {exc}")
-        raise typer.Exit(1) from None
-    except (KeyboardInterrupt, asyncio.CancelledError):
-        _err.print(f"[yellow]interrupted[/]: running trials were stopped; continue with --resume --job-dir {job_dir}")
-        raise typer.Exit(130) from None
     render_metrics(GridMetrics.model_validate(result.metrics), f"job {job_dir}")
     render_cost(result.cost)
     if json_out:

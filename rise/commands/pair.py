@@ -163,19 +163,15 @@ def pair_cmd(
     if not report and tasks is None:
         raise typer.BadParameter("--tasks is needed to run a comparison")
     job_dir = job_dir or Path("runs") / "pairs" / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    try:
+    from rise.commands.eval import run_errors
+
+    with run_errors(f"continue with rise pair --resume --job-dir {job_dir} (same options)"):
         if report:
             outcomes = [_on_disk(job_dir / arm) for arm in ARMS]
         else:
             outcomes = _run(job_dir, tasks, task, [incumbent, candidate], r, concurrency, policy, env,  # type: ignore[arg-type]
                             base_url, incumbent_base_url, model, api_key_env, max_output_tokens, setting or [],
                             resume, progress)
-    except (RiseError, ValueError) as exc:
-        _err.print(f"[red]error:[/] {exc}")
-        raise typer.Exit(1) from None
-    except (KeyboardInterrupt, asyncio.CancelledError):
-        _err.print(f"[yellow]interrupted[/]: continue with rise pair --resume --job-dir {job_dir} (same options)")
-        raise typer.Exit(130) from None
     raise typer.Exit(_decide_and_print(job_dir, outcomes, alpha, json_out))
 
 
