@@ -134,18 +134,20 @@ def test_the_seed_against_itself_coupled_agrees_on_every_pair_and_is_not_adopted
 
 def test_each_arm_on_its_own_server(tmp_path):
     """``--incumbent-base-url``: the incumbent arm's calls go to its own server, the candidate's to --base-url
-    (their requests never share a batch), and the arms still pair up."""
+    (their requests never share a batch), and the arms still pair up; ``--no-prompt-cache`` reaches every call."""
     if (why := parts_missing()):
         pytest.skip(why)
     out = tmp_path / "pair.json"
     with ScriptedServer(seed_driven) as cand_srv, ScriptedServer(seed_driven) as inc_srv:
         proc = _pair("--tasks", str(STARTER), "--task", "hello-file", "-r", "1", "--job-dir", str(tmp_path / "job"),
                      "--base-url", cand_srv.base_url, "--incumbent-base-url", inc_srv.base_url, "--model", "scripted",
-                     "--json", str(out))
+                     "--json", str(out), "--no-prompt-cache")
+        caching = {b.get("cache_prompt") for s in (inc_srv, cand_srv) for b in s.requests if _task_of(b)}
         served = [sum(1 for b in s.requests if _task_of(b)) for s in (inc_srv, cand_srv)]
         urls = {"incumbent": inc_srv.base_url, "candidate": cand_srv.base_url}
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert served[0] >= 2 and served[1] >= 2, served  # a solve and its confirmation, in each arm
+    assert caching == {False}  # --no-prompt-cache: every call of both arms asks the server not to reuse its cache
     data = json.loads(out.read_text())
     assert data["agreement"]["all"]["pairs"] == 1 and data["agreement"]["all"]["agreement"] == 1.0
     arms = {arm: json.loads((tmp_path / "job" / arm / "config.json").read_text())["endpoint"]["base_url"]

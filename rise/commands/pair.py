@@ -140,6 +140,10 @@ def pair_cmd(
     api_key_env: Annotated[str | None, typer.Option("--api-key-env", help="variable holding the API key")] = None,
     max_output_tokens: Annotated[int | None, typer.Option("--max-output-tokens", min=1, help="cap on a reply's "
                                                           "tokens, both arms (the experiment's [endpoint])")] = None,
+    no_prompt_cache: Annotated[bool, typer.Option(
+        "--no-prompt-cache", help="every call recomputes its whole prompt (llama.cpp's cache_prompt false), both "
+        "arms: with --incumbent-base-url and one slot per server, the condition under which a coupled seed can "
+        "reproduce a reply; costs the prefill of every cached token")] = False,
     setting: Annotated[list[str] | None, typer.Option("--setting", help="candidate's harness setting KEY=VALUE "
                                                       "(a settings candidate)")] = None,
     job_dir: Annotated[Path | None, typer.Option("--job-dir", help="default runs/pairs/<timestamp>")] = None,
@@ -170,8 +174,8 @@ def pair_cmd(
             outcomes = [_on_disk(job_dir / arm) for arm in ARMS]
         else:
             outcomes = _run(job_dir, tasks, task, [incumbent, candidate], r, concurrency, policy, env,  # type: ignore[arg-type]
-                            base_url, incumbent_base_url, model, api_key_env, max_output_tokens, setting or [],
-                            resume, progress)
+                            base_url, incumbent_base_url, model, api_key_env, max_output_tokens, no_prompt_cache,
+                            setting or [], resume, progress)
     raise typer.Exit(_decide_and_print(job_dir, outcomes, alpha, json_out))
 
 
@@ -192,8 +196,8 @@ def _on_disk(arm_dir: Path) -> Any:
 
 def _run(job_dir: Path, tasks: Path, task: list[str] | None, agents: list[str], r: int, concurrency: int,
          policy: str, env: str, base_url: str | None, incumbent_base_url: str | None, model: str | None,
-         api_key_env: str | None, max_output_tokens: int | None, setting: list[str], resume: bool,
-         progress: bool) -> list[Any]:
+         api_key_env: str | None, max_output_tokens: int | None, no_prompt_cache: bool, setting: list[str],
+         resume: bool, progress: bool) -> list[Any]:
     """Run (or resume) both arms in lockstep; returns their outcomes (incumbent, candidate)."""
     from monitor.agents import resolve_agent
     from rise.commands.eval import _cancel_on_sigterm, _endpoint, _require_reachable, parse_settings
@@ -216,6 +220,8 @@ def _run(job_dir: Path, tasks: Path, task: list[str] | None, agents: list[str], 
     endpoint = _endpoint(specs[0].kind, base_url, model, api_key_env, None)
     if max_output_tokens is not None:
         endpoint = endpoint.model_copy(update={"max_output_tokens": max_output_tokens})
+    if no_prompt_cache:
+        endpoint = endpoint.model_copy(update={"sampling": {**endpoint.sampling, "cache_prompt": False}})
     endpoints = [endpoint.model_copy(update={"base_url": incumbent_base_url}) if incumbent_base_url else endpoint,
                  endpoint]
     for e in {e.base_url: e for e in endpoints}.values():
