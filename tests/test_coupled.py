@@ -15,12 +15,15 @@ from validate.adoption import decide
 from validate.adoption_sim import adoption_rate, rate_basis
 from validate.adoption_stats import decide_many
 from validate.coupled import (
+    agreement_lines,
     coupled_p_many,
     coupling_estimate,
     coupling_of,
     discordant,
     draw_cells,
     pair_counts,
+    pair_rows,
+    pair_totals,
 )
 from validate.coupled_sim import DESIGNS, night_false_adoption, power_by_r, trials_needed
 from validate.power import Baseline, grid_power
@@ -144,3 +147,16 @@ def test_coupling_estimate_recovers_the_models_rho_from_simulated_pairs():
     assert coupling_estimate([(8, 8, 0), (8, 8, 16)]) is None  # never / always solved: agreement says nothing
     assert coupling_estimate([(8, 0, 8)]) == 0.0  # every pair discordant: less than chance, clipped
     assert coupling_estimate([]) is None
+
+
+def test_pair_rows_and_totals_count_the_pairs_of_two_grids_and_skip_infra():
+    cand = {"a": [True, False, True, None], "b": [False, False]}
+    inc = {"a": [True, True, False, True], "b": [False, True]}
+    rows = pair_rows(cand, inc, ["a", "b"], 4)
+    assert rows[0] == {"task": "a", "pairs": 3, "agree": 1, "both_pass": 1, "n10": 1, "n01": 1}
+    assert rows[1] == {"task": "b", "pairs": 2, "agree": 1, "both_pass": 0, "n10": 0, "n01": 1}
+    tot = pair_totals(rows)
+    assert (tot["pairs"], tot["agree"], tot["agreement"]) == (5, 2, 0.4) and tot["coupling"] == 0.0
+    (line,) = agreement_lines({"tasks": rows, "all": tot})
+    assert "agreement 2/5 = 0.400 (a 1/3, b 1/2); coupling ρ̂ 0.00" in line
+    assert agreement_lines(None) == [] and agreement_lines({"tasks": [], "all": {"pairs": 0}}) == []

@@ -72,7 +72,7 @@ def test_interleaved_arms_run_side_by_side(tmp_path, server):
 
     shown = render_text(version_view(exp, "v1"), code=False)
     assert "v0 run beside verify (r01)" in shown and "load (candidate | incumbent): load/CPU" in shown
-    assert "load: comparable" in shown
+    assert "load: comparable" in shown and "pairs with the incumbent arm: agreement" in shown
     # lockstep: each cell of the candidate overlaps in time with the incumbent's same cell
     rdir = exp.root / "rounds" / "r01" / "verify"
     for t in DEV:
@@ -100,6 +100,10 @@ def test_coupled_policy_decides_on_the_pairs_of_the_interleaved_arms(tmp_path, s
     assert d["policy"] == "coupled" and d["baseline"] == "interleaved"
     assert f"discordant pairs) {sum(n10)} vs {sum(n01)}" in d["reason"]
     assert d["p_value"] == coupled_p_many([n10], [n01])[0]
+    # every interleaved decision records how often the pairs agreed (the coupling the coupled test's power needs)
+    agree = d["agreement"]["all"]
+    assert agree["pairs"] == len(DEV) * 2 and (agree["n10"], agree["n01"]) == (sum(n10), sum(n01))
+    assert agree["agree"] == agree["pairs"] - sum(n10) - sum(n01)
     assert "cells independent" in d["false_adoption_basis"] and d["power"] is not None
     # coupled arms: every trial of cell (task, k) sampled with that cell's seed, in both arms alike
     seeds = {arm_name: {(c["task_name"], c["repetition"]): c["settings"]["model"]["seed"]

@@ -65,6 +65,48 @@ def coupling_of(agreement: float) -> float:
     return 2 * agreement - 1
 
 
+def pair_rows(candidate: Mapping[str, Sequence[bool | None]], incumbent: Mapping[str, Sequence[bool | None]],
+              tasks: Sequence[str], r: int) -> list[dict]:
+    """Per task, over the pairs (t, k) of two complete interleaved grids (index k is repetition k + 1, as
+    ``validate.evaluate.decision_grid`` lists them) that both arms finished (no ⊥): pairs, agreements (both passed
+    or both failed), both passed, only the candidate passed (n10), only the incumbent (n01)."""
+    rows = []
+    for t in tasks:
+        row = {"task": t, "pairs": 0, "agree": 0, "both_pass": 0, "n10": 0, "n01": 0}
+        for c, b in zip(list(candidate.get(t, []))[:r], list(incumbent.get(t, []))[:r]):
+            if c is None or b is None:
+                continue
+            row["pairs"] += 1
+            row["agree"] += c == b
+            row["both_pass"] += bool(c and b)
+            row["n10"] += bool(c and not b)
+            row["n01"] += bool(b and not c)
+        rows.append(row)
+    return rows
+
+
+def pair_totals(rows: Sequence[Mapping]) -> dict:
+    """The pairs over every task: counts, the agreement and the coupling ρ̂ (:func:`coupling_estimate`)."""
+    keys = ("pairs", "agree", "both_pass", "n10", "n01")
+    out: dict = {k: sum(int(r[k]) for r in rows) for k in keys}
+    out["agreement"] = round(out["agree"] / out["pairs"], 3) if out["pairs"] else None
+    rho = coupling_estimate([(r["pairs"], r["agree"], 2 * r["both_pass"] + r["n10"] + r["n01"]) for r in rows])
+    out["coupling"] = None if rho is None else round(rho, 3)
+    return out
+
+
+def agreement_lines(agreement: Mapping | None) -> list[str]:
+    """``decision["agreement"]`` (a candidate and its interleaved incumbent arm) as lines for ``rise show`` and
+    the report."""
+    if not agreement or not agreement.get("all", {}).get("pairs"):
+        return []
+    tot = agreement["all"]
+    per_task = ", ".join(f"{r['task']} {r['agree']}/{r['pairs']}" for r in agreement.get("tasks", []))
+    rho = "—" if tot.get("coupling") is None else f"{tot['coupling']:.2f}"
+    return [(f"pairs with the incumbent arm: agreement {tot['agree']}/{tot['pairs']} = {tot['agreement']:.3f} "
+             f"({per_task}); coupling ρ̂ {rho}; discordant: candidate only {tot['n10']}, incumbent only {tot['n01']}")]
+
+
 def coupling_estimate(tasks: Sequence[tuple[int, int, int]]) -> float | None:
     """ρ of the seed model estimated from measured pairs: per task (pairs, agreements, passes of both arms
     together). Under the model a pair agrees with probability ρ + (1 − ρ)·c, c = p² + (1 − p)² the agreement of

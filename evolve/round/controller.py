@@ -310,7 +310,8 @@ class Controller:
         info = {**asdict(d), "pass_at_1": out.metrics.pass_at_1, "slug": cand.slug,
                 "tier": getattr(cand.proposal, "tier", None) or "code",
                 "comparison": compare(baseline, out.grid, self.cfg.r).counts, "load": load.model_dump(),
-                "baseline": self.cfg.adoption.baseline, **({"control_arm": arm} if arm else {})}
+                "baseline": self.cfg.adoption.baseline, **({"control_arm": arm} if arm else {}),
+                **({"agreement": agree} if (agree := self.paired.agreement(cand.slug, out)) else {})}
         rep.decision, rep.regressions = info, d.regressions
         if not d.decided:
             n = 1

@@ -22,7 +22,7 @@ from evolve.experiment.budget import check_budget
 from evolve.round.model import LedgerBook, Stop, missing_cells
 from trials.job import load_job
 from validate.adoption import Decision
-from validate.coupled import COUPLED
+from validate.coupled import COUPLED, pair_rows, pair_totals
 from validate.evaluate import GridOutcome, GridPlan
 from validate.interleave import run_interleaved
 from validate.load_check import LoadCheck, apply_load_check, check_load
@@ -75,6 +75,16 @@ class InterleavedStage:
     def baseline(self, slug: str, fallback: dict) -> dict:
         """The grid the decision compares with: the candidate's incumbent arm, else the round's baseline."""
         return self.arms[slug].grid if self.on and slug in self.arms else fallback
+
+    def agreement(self, slug: str, out: GridOutcome) -> dict | None:
+        """How often the candidate's cells agreed with its incumbent arm's, per task and over all, with the
+        coupling ρ̂ (``validate.coupled``): every interleaved decision measures it (issue 38). None without an
+        arm."""
+        if not (self.on and slug in self.arms):
+            return None
+        tasks, r = self.ctl.dev_tasks(), self.ctl.cfg.r
+        rows = pair_rows(out.grid, self.arms[slug].grid, tasks, r)
+        return {"tasks": rows, "all": pair_totals(rows)}
 
     def check(self, slug: str, out: GridOutcome, d: Decision) -> tuple[Decision, LoadCheck]:
         """Both arms' load side by side; a refused check turns an adoption into a rejection that says why."""

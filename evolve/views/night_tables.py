@@ -174,6 +174,7 @@ def decision_records(exp: Experiment) -> list[dict[str, Any]]:
 def decision_lines(records: list[dict[str, Any]]) -> list[str]:
     """The decisions as Markdown: a heading each, its reason, policy, saving and every number it booked."""
     from evolve.round.control_arm import arm_lines
+    from validate.coupled import agreement_lines
     from validate.load_check import load_lines
 
     out = ["# Decisions", ""]
@@ -189,6 +190,7 @@ def decision_lines(records: list[dict[str, Any]]) -> list[str]:
                 continue
             value = numbers[key]
             out.append(f"- {key} = {', '.join(map(str, value)) or '—' if isinstance(value, list) else value}")
-        out += [f"- {line}" for line in arm_lines(numbers.get("control_arm")) + load_lines(numbers.get("load"))]
+        out += [f"- {line}" for line in arm_lines(numbers.get("control_arm")) + load_lines(numbers.get("load"))
+                + agreement_lines(numbers.get("agreement"))]
         out.append("")
     return out

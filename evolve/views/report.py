@@ -40,6 +40,7 @@ from evolve.views.timing import LABELS as TIME_LABELS
 from evolve.views.timing import time_rows
 from trials.cost import CostSummary
 from trials.metrics import Comparison, compare
+from validate.coupled import agreement_lines
 from validate.load_check import load_lines
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -165,7 +166,7 @@ def _candidates(exp: Experiment) -> list[CandidateRow]:
                 row.p_value = d.get("p_value")
                 row.decision = {} if blocked else d
                 row.control_arm = arm_lines(d.get("control_arm"))
-                row.load = load_lines(d.get("load"))
+                row.load = load_lines(d.get("load")) + agreement_lines(d.get("agreement"))
                 what = f"adopted as {row.version}" if row.version else row.status
                 row.history.append((ev.ts, f"{what}: {row.reason}"))
         for stage in ("smoke", "contracts"):

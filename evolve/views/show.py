@@ -323,9 +323,11 @@ def render_text(view: VersionView, code: bool = True) -> str:
     if view.decision.get("regressions"):
         out.append(f"regressions of stable passes: {', '.join(view.decision['regressions'])}")
     from evolve.round.control_arm import arm_lines
+    from validate.coupled import agreement_lines
     from validate.load_check import load_lines
 
     out += arm_lines(view.decision.get("control_arm")) + load_lines(view.decision.get("load"))
+    out += agreement_lines(view.decision.get("agreement"))
     out += [f"note: {n}" for n in view.notes]
     if view.parent is not None:
         out.append("\n## Files changed")

@@ -89,14 +89,10 @@ def agreement_table(inc: dict[tuple[str, int], TrialResult], cand: dict[tuple[st
 
 
 def totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    from validate.coupled import coupling_estimate  # numpy: not at rise's start
+    """The pairs over every task (``validate.coupled.pair_totals``) and the pairs whose first reply was the same."""
+    from validate.coupled import pair_totals  # numpy: not at rise's start
 
-    keys = ("pairs", "agree", "both_pass", "n10", "n01", "same_first_reply")
-    out: dict[str, Any] = {k: sum(r[k] for r in rows) for k in keys}
-    out["agreement"] = round(out["agree"] / out["pairs"], 3) if out["pairs"] else None
-    rho = coupling_estimate([(r["pairs"], r["agree"], 2 * r["both_pass"] + r["n10"] + r["n01"]) for r in rows])
-    out["coupling"] = None if rho is None else round(rho, 3)  # agreement beyond chance (validate.coupled)
-    return out
+    return {**pair_totals(rows), "same_first_reply": sum(r["same_first_reply"] for r in rows)}
 
 
 def render(rows: list[dict[str, Any]], tot: dict[str, Any]) -> None:
