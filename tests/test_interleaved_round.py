@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -122,8 +123,19 @@ CPU_PER_REPLY = 0.6  # seconds of this thread's CPU time per reply: wall time gr
 AGENT_TIMEOUT = 30
 
 
+HOG_CPU = 0  # the hog and the replies share this one CPU: another test worker keeps the rest of the machine
+
+
+def _on_hog_cpu(pid: int = 0) -> None:
+    """Pin ``pid`` (0: the calling thread, on Linux) to the hog's CPU, where the machine has more than one."""
+    if hasattr(os, "sched_setaffinity") and len(os.sched_getaffinity(0)) > 1:
+        os.sched_setaffinity(pid, {HOG_CPU})
+
+
 def slow_solver(body: dict) -> str:
-    """Burns fixed CPU time, then: looks around for TURNS replies, then solves and claims completion."""
+    """Burns fixed CPU time on the hog's CPU, then: looks around for TURNS replies, then solves and claims
+    completion."""
+    _on_hog_cpu()
     end = time.thread_time() + CPU_PER_REPLY
     while time.thread_time() < end:
         pass
@@ -141,11 +153,14 @@ def slow_solver(body: dict) -> str:
 
 
 @contextmanager
-def cpu_hog(procs: int = 48):
-    """Real load: ``procs`` busy processes for the duration (killed by their own ids afterwards). 48 on 2 cores
-    stretch a 0.6 s reply to ~15 s, so the corpus runs out of its 30 s on a quiet machine too, not only beside
-    other work."""
+def cpu_hog(procs: int = 24):
+    """Real load: ``procs`` busy processes for the duration (killed by their own ids afterwards), pinned to one
+    CPU with the model's replies (:func:`slow_solver`). 24 on that CPU stretch a 0.6 s reply to ~15 s, so the
+    corpus runs out of its 30 s on a quiet machine too, not only beside other work. (Until 2026-12-07 48 hogs
+    spread over both cores starved the other test worker for the corpus's minute as well.)"""
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(procs)]
+    for p in hogs:
+        _on_hog_cpu(p.pid)
     try:
         yield
     finally:
@@ -207,11 +222,9 @@ def test_busy_corpus_favours_a_no_better_candidate_only_in_the_old_comparison(tm
 # ------------------------------------------------------------------------------------ kill -9 inside the pair
 def test_kill9_inside_the_paired_grid_then_resume_loses_nothing(tmp_path, server):
     """``rise round`` with interleaved arms, SIGKILLed after the incumbent arm's 2nd booked trial, resumed and
-    SIGKILLed again after the candidate's next booked trial, then resumed: the round decides as an uninterrupted one (the first test's figures), no
-    finished trial of either arm ran twice, and an attempt moved aside is only ever a cell that had not finished
-    (the other arm's trial of the block the kill cut off)."""
-    import os
-
+    SIGKILLed again after the candidate's next booked trial, then resumed: the round decides as an uninterrupted
+    one (the first test's figures), no finished trial of either arm ran twice, and an attempt moved aside is only
+    ever a cell that had not finished (the other arm's trial of the block the kill cut off)."""
     from evolve.experiment.store import open_experiment
     from tests.test_controller_support import REPO
 
