@@ -60,31 +60,26 @@ def agreement_table(inc: dict[tuple[str, int], TrialResult], cand: dict[tuple[st
     """Per task, over the pairs both arms finished (no ⊥): pairs, agreements (both passed or both failed), both
     passed, only the candidate passed (n10), only the incumbent (n01); and how far the trajectories stayed
     identical: pairs whose first reply was the same text, and the mean number of shared leading replies."""
-    rows = []
-    for t in tasks:
-        row = {"task": t, "pairs": 0, "agree": 0, "both_pass": 0, "n10": 0, "n01": 0, "same_first_reply": 0,
-               "shared_replies": 0.0, "replies": 0.0}
+    from validate.coupled import pair_rows  # numpy: not at rise's start
+
+    def grid(results: dict[tuple[str, int], TrialResult]) -> dict[str, list[bool | None]]:  # None: no evidence
+        return {t: [None if (x := results.get((t, k))) is None or x.is_infra else x.status == "passed"
+                    for k in range(1, r + 1)] for t in tasks}
+
+    rows: list[dict[str, Any]] = pair_rows(grid(cand), grid(inc), tasks, r)  # the outcome counts, as a round's
+    for row in rows:
+        t = row["task"]
         shared, total = [], []
         for k in range(1, r + 1):
             a, b = inc.get((t, k)), cand.get((t, k))
             if a is None or b is None or a.is_infra or b.is_infra:
                 continue
-            pa, pb = a.status == "passed", b.status == "passed"
-            row["pairs"] += 1
-            row["agree"] += pa == pb
-            row["both_pass"] += pa and pb
-            row["n10"] += pb and not pa
-            row["n01"] += pa and not pb
-            ra = replies(inc_dirs[(t, k)]) if (t, k) in inc_dirs else []
-            rb = replies(cand_dirs[(t, k)]) if (t, k) in cand_dirs else []
-            n = shared_replies(ra, rb)
-            row["same_first_reply"] += n > 0
-            shared.append(n)
+            ra, rb = replies(inc_dirs[(t, k)]), replies(cand_dirs[(t, k)])
+            shared.append(shared_replies(ra, rb))
             total.append((len(ra) + len(rb)) / 2)
-        if shared:
-            row["shared_replies"] = round(sum(shared) / len(shared), 2)
-            row["replies"] = round(sum(total) / len(total), 2)
-        rows.append(row)
+        row["same_first_reply"] = sum(n > 0 for n in shared)
+        row["shared_replies"] = round(sum(shared) / len(shared), 2) if shared else 0.0
+        row["replies"] = round(sum(total) / len(total), 2) if total else 0.0
     return rows
 
 
