@@ -72,8 +72,8 @@ def flaky_server():
 
 @pytest.fixture(scope="session")
 def seed_trial_on_bundled_model(tmp_path_factory):
-    """One real seed trial of hello-file through ``rise eval`` on the bundled 0.5B (local sandbox, tmux, at most 2
-    episodes, ``SEED_TRIAL_CAP`` tokens a reply, seed 7, temperature 0), run once for the tests that read it
+    """One real seed trial of hello-file through ``rise eval`` on the bundled 0.5B (local sandbox, tmux, one
+    episode, ``SEED_TRIAL_CAP`` tokens a reply, seed 7, temperature 0), run once for the tests that read it
     (tests/test_seed_model.py, tests/test_runner_seed_model.py, tests/test_inference_bundled_model.py): each ran
     the same trial of its own, most of a minute of the model worker apiece. Yields ``(rise eval's process, the
     job folder, its --json file)``; the tests assert its exit. Skips, naming the part, where the sandbox, tmux or
@@ -90,7 +90,7 @@ def seed_trial_on_bundled_model(tmp_path_factory):
     job, out = tmp / "job", tmp / "res.json"
     with bundled_server("test-seed-trial", ctx=8192, parallel=1, model=TEST_MODEL) as (_, spec):
         done = rise_eval("--tasks", str(STARTER), "--task", "hello-file", "--agent", "seed", "--env", "local",
-                         "--base-url", spec.base_url, "--model", spec.model, "--setting", "terminus.max_episodes=2",
+                         "--base-url", spec.base_url, "--model", spec.model, "--setting", "terminus.max_episodes=1",
                          "--setting", f"model.max_tokens={SEED_TRIAL_CAP}", "--setting", "model.seed=7",
                          "--setting", "model.temperature=0", "--job-dir", str(job), "--json", str(out), timeout=450)
     yield done, job, out

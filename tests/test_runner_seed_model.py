@@ -1,7 +1,7 @@
 """The seed harness through ``rise eval`` against the real bundled model (llama.cpp + Qwen2.5-Coder-0.5B).
 
 Marked ``model`` (slow: minutes on CPU); skips when the server binary or the model is not cached (never builds).
-Bounded by design: at most 2 episodes, a 256-token cap on every reply (the harness sends it), a fixed sampling
+Bounded by design: one episode, a 256-token cap on every reply (the harness sends it), a fixed sampling
 seed and temperature 0. It asserts what the harness must do — complete the grid with the cell classified, book
 the model's usage, keep every reply within the cap — never what a 0.5B model happens to say (it may pass or fail).
 The trial is tests/conftest.py's ``seed_trial_on_bundled_model``, run once for the tests that read it.

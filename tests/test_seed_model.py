@@ -1,7 +1,7 @@
 """One real trial end to end: the bundled llama.cpp model, the local sandbox, tmux, the runner, the verifier.
 
 Marked ``model`` (and ``sandbox``); skips when the server binary or the 0.5B model is not cached (never builds).
-The small model rarely solves the task in two episodes (the first call alone can take a minute on a
+The small model rarely solves the task in its one episode (the first call alone can take a minute on a
 loaded 2-core machine: the prompt is processed cold); the test checks the trial runs to a real verdict
 with a full trajectory of real replies, not that it passes. The trial is tests/conftest.py's
 ``seed_trial_on_bundled_model`` (through ``rise eval``, which runs it with the runner), run once for the tests

@@ -46,6 +46,7 @@ DESIGNS = (
     Design("reference corpus, coupled pairs (config refuses)", COUPLED, True, 1.0),
     Design("interleaved, stratified", "stratified", False, 0.0),
     Design("interleaved, coupled", COUPLED, False, 0.0),
+    Design("interleaved, stratified, 20% of the shift unshared", "stratified", False, 0.2),
     Design("interleaved, coupled, 20% of the shift unshared", COUPLED, False, 0.2),
 )
 
