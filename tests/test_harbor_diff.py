@@ -21,11 +21,14 @@ from pathlib import Path
 import pytest
 
 from harness_seed.parsing import parse_response, salvage_truncated
-from tests.test_harbor_diff_support import atif_errors, harbor_python
+from tests.test_harbor_diff_support import HARBOR_VENV_GROUP, atif_errors, harbor_python
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data" / "harbor_diff"
 CASES = runpy.run_path(str(DATA / "cases.py"))["CASES"]
+# The tests that call harbor_python run on one pytest-xdist worker (tests/xdist_groups.py): on two, one built the
+# venv while the other waited on its lock, a worker idle for the minute of the build (CI, 2026-12-07: 61 s).
+pytestmark = pytest.mark.xdist_group(HARBOR_VENV_GROUP)
 
 
 def decisions(error, complete, commands, warnings, salvage) -> dict:

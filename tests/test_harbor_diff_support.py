@@ -47,6 +47,10 @@ def venv_dir() -> Path:
     return cache_root() / f"harbor-venv-{HARBOR_VERSION}"
 
 
+# The xdist group of every test that calls harbor_python: one worker builds the venv and the others find it built.
+HARBOR_VENV_GROUP = "harbor-venv"
+
+
 def harbor_python() -> Path:
     """The venv's interpreter, building the venv first when needed."""
     base = find_python312()

@@ -17,13 +17,13 @@ from monitor.inference import model_calls, summary_of
 from monitor.store import TrialTrace
 from rise.cli import app
 from tests.fakes.openai_server import ScriptedServer
-from tests.test_harbor_diff_support import atif_errors, harbor_python
+from tests.test_harbor_diff_support import HARBOR_VENV_GROUP, atif_errors, harbor_python
 from tests.test_monitor_seed_trial import DONE, REPO, SOLVE, SOLVE_ECHO, Model, _parts_missing
 from tests.test_trajectory_atif import atif_problems
 from trials.endpoints.spec import EndpointSpec
 from trials.results import TrialResult
 
-pytestmark = [pytest.mark.tmux, pytest.mark.sandbox]
+pytestmark = [pytest.mark.tmux, pytest.mark.sandbox, pytest.mark.xdist_group(HARBOR_VENV_GROUP)]
 
 
 def _trial(tmp_path: Path, model: Model, settings: dict) -> tuple[TrialResult, Path]:

@@ -7,6 +7,8 @@ A test goes, with the others of its group, to one worker, where they run one aft
   ``ray`` (a local cluster of several processes). The first of these markers a test carries names its group.
 * the tests of a module with a module-scoped fixture (a started server, a real round): split over two workers,
   the fixture would be set up twice.
+* the tests that carry an ``xdist_group`` mark: those that build one thing once under a lock (the Harbor venv,
+  ``tests/test_harbor_diff_support.HARBOR_VENV_GROUP``), where a second worker would only wait for the first.
 
 Every other test is a unit of its own; it has its own ``tmp_path``, free ports, sandbox and ``TMUX_TMPDIR``.
 
