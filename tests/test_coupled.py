@@ -146,6 +146,14 @@ def test_coupling_estimate_recovers_the_models_rho_from_simulated_pairs():
     assert coupling_estimate([(8, 8, 8)]) == 1.0  # 4 pairs both passed, 4 both failed
     assert coupling_estimate([(8, 8, 0), (8, 8, 16)]) is None  # never / always solved: agreement says nothing
     assert coupling_estimate([(8, 0, 8)]) == 0.0  # every pair discordant: less than chance, clipped
+    assert coupling_estimate([(8, 0, 8)], clip=False) == pytest.approx(-1.0)  # as measured: c = 0.5, 0 of 8 agree
+    # the json-schema comparison's pairs (2026-12-07): fewer agreements than chance; the record keeps both
+    rows = [{"task": t, "pairs": 4, "agree": a, "both_pass": b, "n10": n10, "n01": n01}
+            for t, a, b, n10, n01 in (("count-lines", 2, 2, 1, 1), ("hello-file", 1, 1, 1, 2),
+                                      ("project-skeleton", 2, 1, 0, 2), ("write-json", 2, 1, 2, 0))]
+    tot = pair_totals(rows)
+    assert tot["coupling"] == 0.0 and tot["coupling_unclipped"] == pytest.approx(-0.22, abs=0.005)
+    assert "(unclipped -0.22)" in agreement_lines({"all": {**tot}, "tasks": rows})[0]
     assert coupling_estimate([]) is None
 
 

@@ -90,9 +90,17 @@ def pair_totals(rows: Sequence[Mapping]) -> dict:
     keys = ("pairs", "agree", "both_pass", "n10", "n01")
     out: dict = {k: sum(int(r[k]) for r in rows) for k in keys}
     out["agreement"] = round(out["agree"] / out["pairs"], 3) if out["pairs"] else None
-    rho = coupling_estimate([(r["pairs"], r["agree"], 2 * r["both_pass"] + r["n10"] + r["n01"]) for r in rows])
+    tasks = [(r["pairs"], r["agree"], 2 * r["both_pass"] + r["n10"] + r["n01"]) for r in rows]
+    rho, raw = coupling_estimate(tasks), coupling_estimate(tasks, clip=False)
     out["coupling"] = None if rho is None else round(rho, 3)
+    out["coupling_unclipped"] = None if raw is None else round(raw, 3)
     return out
+
+
+def unclipped_note(tot: Mapping) -> str:
+    """" (unclipped −0.22)" where the measured ρ̂ fell below 0 and was clipped; "" otherwise."""
+    raw = tot.get("coupling_unclipped")
+    return f" (unclipped {raw:.2f})" if raw is not None and raw < 0 else ""
 
 
 def agreement_lines(agreement: Mapping | None) -> list[str]:
@@ -102,18 +110,19 @@ def agreement_lines(agreement: Mapping | None) -> list[str]:
         return []
     tot = agreement["all"]
     per_task = ", ".join(f"{r['task']} {r['agree']}/{r['pairs']}" for r in agreement.get("tasks", []))
-    rho = "—" if tot.get("coupling") is None else f"{tot['coupling']:.2f}"
+    rho = "—" if tot.get("coupling") is None else f"{tot['coupling']:.2f}" + unclipped_note(tot)
     return [(f"pairs with the incumbent arm: agreement {tot['agree']}/{tot['pairs']} = {tot['agreement']:.3f} "
              f"({per_task}); coupling ρ̂ {rho}; discordant: candidate only {tot['n10']}, incumbent only {tot['n01']}")]
 
 
-def coupling_estimate(tasks: Sequence[tuple[int, int, int]]) -> float | None:
+def coupling_estimate(tasks: Sequence[tuple[int, int, int]], clip: bool = True) -> float | None:
     """ρ of the seed model estimated from measured pairs: per task (pairs, agreements, passes of both arms
     together). Under the model a pair agrees with probability ρ + (1 − ρ)·c, c = p² + (1 − p)² the agreement of
     two independent trials at the task's pass rate p (both arms pooled, as under the null); pooled over tasks,
     ρ̂ = Σ (agreements − pairs·c) / Σ pairs·(1 − c), clipped to [0, 1]: the agreement beyond chance, as Cohen's
     kappa measures it. None when no task has room (every pair at p 0 or 1). Its agreement at pass rate 0.5 is
-    (1 + ρ̂) / 2, the simulations' column."""
+    (1 + ρ̂) / 2, the simulations' column. ``clip=False``: the estimate as measured, below 0 where the pairs agreed
+    less often than chance (with a few pairs, noise around 0)."""
     num = den = 0.0
     for pairs, agree, passes in tasks:
         if pairs <= 0:
@@ -124,7 +133,7 @@ def coupling_estimate(tasks: Sequence[tuple[int, int, int]]) -> float | None:
         den += pairs * (1 - c)
     if den <= 0:
         return None
-    return min(1.0, max(0.0, num / den))
+    return min(1.0, max(0.0, num / den)) if clip else num / den
 
 
 def draw_cells(rates: Sequence[np.ndarray], r: int, coupling: float, rng: np.random.Generator) -> list[np.ndarray]:

@@ -91,6 +91,8 @@ def totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def render(rows: list[dict[str, Any]], tot: dict[str, Any]) -> None:
+    from validate.coupled import unclipped_note
+
     table = Table(title="pairs (task, k): agreement of the two arms")
     for col in ("task", "pairs", "agree", "both pass", "cand only", "inc only", "same 1st reply",
                 "shared replies / replies"):
@@ -105,9 +107,9 @@ def render(rows: list[dict[str, Any]], tot: dict[str, Any]) -> None:
         _out.print(f"agreement {tot['agree']}/{tot['pairs']} = {tot['agreement']:.3f}; discordant "
                    f"{tot['n10'] + tot['n01']} (candidate only {tot['n10']}, incumbent only {tot['n01']})")
     if tot["coupling"] is not None:
-        _out.print(f"coupling ρ̂ {tot['coupling']:.3f} (agreement beyond chance at each task's pass rate); as the "
-                   f"simulations' column: agreement {(1 + tot['coupling']) / 2:.3f} at pass rate 0.5 "
-                   "(docs/statistics.md)")
+        _out.print(f"coupling ρ̂ {tot['coupling']:.3f}{unclipped_note(tot)} (agreement beyond chance at each task's "
+                   f"pass rate); as the simulations' column: agreement {(1 + tot['coupling']) / 2:.3f} at pass rate "
+                   "0.5 (docs/statistics.md)")
 
 
 def pair_cmd(
