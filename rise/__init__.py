@@ -1,2 +1,2 @@
-"""The ``rise`` command line of the whole platform: ``rise.cli:app``, one module of commands per room under
-``rise/commands/``."""
+"""The ``rise`` command line of the whole platform: ``rise.cli:main`` (``rise.cli.app`` holds every command), one
+module of commands per room under ``rise/commands/``."""

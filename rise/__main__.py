@@ -1,5 +1,5 @@
 """``python -m rise``: the same as the ``rise`` command."""
 
-from rise.cli import app
+from rise.cli import main
 
-app()
+main()
