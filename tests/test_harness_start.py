@@ -218,34 +218,6 @@ def test_the_runner_runs_the_next_trial_in_the_spare_of_the_previous_one(tmp_pat
     assert "trials.launch:" in (tmp_path / "job" / "t1__r2" / "agent" / "stdout.log").read_text()
 
 
-def test_a_grid_makes_successors_only_for_its_waiting_trials(tmp_path, fresh_spares, monkeypatch):
-    """Three trials one at a time: the second and third run in the spare their predecessor made; the third,
-    with no trial left waiting, makes none, so the grid leaves no launcher behind that imported for nothing."""
-    from tests.test_runner_fake_env import DirEnv, fake_agent, make_task
-    from trials.grid import run_job
-    from trials.results import JobConfig
-
-    monkeypatch.setenv("RISE_CACHE_DIR", str(tmp_path / "cache"))
-    spawned: list[int] = []
-    spawn = launch._spawn_launcher
-
-    def counted(*args, **kwargs):
-        popen = spawn(*args, **kwargs)
-        spawned.append(popen.pid)
-        return popen
-
-    monkeypatch.setattr(launch, "_spawn_launcher", counted)
-    task = make_task(tmp_path / "tasks")
-    config = JobConfig(job_id="j", tasks_dir=str(tmp_path / "tasks"), task_names=["t1"], agent=fake_agent(), r=3,
-                       concurrency=1, settings={"mode": "solve"})
-    res = asyncio.run(run_job(config, tmp_path / "job", tasks=[task], progress=False,
-                              env_factory=lambda kind, t, d, j: DirEnv(t, d, j)))
-    assert res.complete and res.metrics["pass_at_1"] == 1.0
-    pids = [int((tmp_path / "job" / f"t1__r{k}" / "agent" / "agent.pid").read_text()) for k in (1, 2, 3)]
-    assert pids == spawned  # every launcher made ran a trial: the first's made at its start, then one successor each
-    assert not any(fresh_spares.idle.values())
-
-
 # ------------------------------------------------------------------------------------------- the agent itself
 
 

@@ -29,7 +29,7 @@ from typing import Any
 
 from rich.console import Console
 
-from . import harness_settings, launch
+from . import harness_settings
 from .endpoints.pool import EndpointPool
 from .errors import RiseError
 from .executors.base import Executor, TrialCall, opened
@@ -159,7 +159,6 @@ class _Cells:
         for res in results.values():
             self.tally.add(res)
         self.ran, self.stopped = 0, False
-        self.waiting = launch.Waiting()
 
     def _call(self, t: str, k: int, trial_dir: Path) -> TrialCall:
         c = self.config
@@ -169,8 +168,7 @@ class _Cells:
                          verifier_endpoint=c.verifier_endpoint, repetition=k, env_factory=self.env_factory)
 
     async def one(self, t: str, k: int) -> None:
-        launch.waiting_in(self.waiting)  # this task's agent makes a successor spare only for a waiting trial
-        async with self.waiting.for_slot(self.runner.slot()):
+        async with self.runner.slot():
             if self.stopped:
                 return
             if self.hooks.gate is not None:

@@ -11,9 +11,7 @@ teardown.
 The runner keeps **spares**: after it starts an agent it spawns launchers for the next trials (at most one
 per agent running with the same command, interpreter, environment and working folder, and
 ``RISE_WARM_AGENTS`` in all, default 4; ``0`` turns spares off). A spare's imports overlap the rest of its
-trial and the next one's environment start. Inside a grid (:func:`waiting_in`) a successor is made only for a
-trial still waiting for its slot: a grid's last trials leave no spare behind whose imports nobody uses (about a
-second of CPU each; issue 42 counted them). Each launcher runs **one** trial and exits: a crashing candidate
+trial and the next one's environment start. Each launcher runs **one** trial and exits: a crashing candidate
 takes only its own process down, as before. Candidate code is never preloaded (only platform and library
 modules), so a broken candidate cannot break a spare.
 
@@ -34,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
-import contextvars
 import fcntl
 import hashlib
 import io
@@ -62,33 +59,6 @@ SUCCESSOR_DELAY_SEC = 1.0
 JOB_PIPE_BYTES = 1 << 20
 # Not part of the key of a spare: it differs for every trial and is set when the job arrives.
 PER_TRIAL_ENV = ("RISE_TRIAL_SPEC",)
-
-
-class Waiting:
-    """How many trials of one grid wait for a slot (:func:`waiting_in`)."""
-
-    def __init__(self) -> None:
-        self.count = 0
-
-    @contextlib.asynccontextmanager
-    async def for_slot(self, slot: Any):
-        """``async with waiting.for_slot(executor.slot()):`` the slot, counted as waiting until it is held."""
-        async with contextlib.AsyncExitStack() as stack:
-            self.count += 1
-            try:
-                await stack.enter_async_context(slot)
-            finally:
-                self.count -= 1
-            yield
-
-
-# The grid whose trial this task runs (unset outside a grid: a successor is always made, as before).
-_WAITING: contextvars.ContextVar[Waiting | None] = contextvars.ContextVar("rise_waiting", default=None)
-
-
-def waiting_in(waiting: Waiting) -> None:
-    """Mark the current task (and the tasks it creates) as a trial of the grid whose queue is ``waiting``."""
-    _WAITING.set(waiting)
 
 
 def max_spares() -> int:
@@ -178,10 +148,10 @@ class _Spares:
         with self.lock:
             self.demand[key] = max(self.demand.get(key, 0) + change, 0)
 
-    def replenish(self, key: tuple, spawn: Any, limit: int | None = None) -> None:
+    def replenish(self, key: tuple, spawn: Any) -> None:
         """Spawn spares of ``key`` up to one per trial of ``key`` under way, within :func:`max_spares` in all
-        (the oldest spares of other keys make room) and ``limit`` idle of ``key``."""
-        cap = max_spares() if limit is None else min(max_spares(), limit)
+        (the oldest spares of other keys make room)."""
+        cap = max_spares()
         with self.lock:
             mine = self.idle.setdefault(key, [])
             while len(mine) < min(self.demand.get(key, 0), cap):
@@ -370,10 +340,8 @@ class AgentLaunch:
             assert popen.stdin is not None
             popen.stdin.write(json.dumps(job).encode() + b"\n")
             popen.stdin.flush()
-        if self._counted:  # a successor for the next trial of this slot, where one still waits for a slot
-            waiting = _WAITING.get()
-            _SPARES.replenish(self.key, lambda: self._spawn(SUCCESSOR_DELAY_SEC),
-                              None if waiting is None else waiting.count)
+        if self._counted:  # a successor for the next trial of this slot
+            _SPARES.replenish(self.key, lambda: self._spawn(SUCCESSOR_DELAY_SEC))
         return AgentProcess(popen, warm=True)
 
     def absorb(self, agent_dir: Path) -> None:
