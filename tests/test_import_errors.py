@@ -18,7 +18,8 @@ def _run_blocked(blocked: str, code: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize(("blocked", "code"), [
-    ("rise.commands.inspect", "import rise.cli"),  # the CLI's command registry
+    ("rise.commands.inspect", "from rise.cli import app"),  # the CLI's command registry, every command
+    ("rise.commands.inspect", "import sys\nsys.argv = ['rise', 'show']\nfrom rise.cli import main\nmain()"),  # one
     ("validate.contracts", "import evolve.round.controller"),  # the controller's switches and screening spans
     ("monitor.host", ("from pathlib import Path\nfrom monitor.agents import harness_agent\n"
                       "harness_agent(Path('harness_seed'))")),  # the agents module: a run without recording
@@ -29,7 +30,7 @@ def test_a_missing_module_is_an_error(blocked, code):
 
 
 def test_the_same_code_runs_when_nothing_is_blocked():
-    proc = _run_blocked("no.such.module", "import rise.cli, evolve.round.controller\nfrom pathlib import Path\n"
+    proc = _run_blocked("no.such.module", "from rise.cli import app\nimport evolve.round.controller\nfrom pathlib import Path\n"
                         "from monitor.agents import harness_agent\n"
                         "assert harness_agent(Path('harness_seed')).argv[2] == 'monitor.host'")
     assert proc.returncode == 0, proc.stderr
