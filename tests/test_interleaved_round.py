@@ -228,7 +228,11 @@ def test_kill9_inside_the_paired_grid_then_resume_loses_nothing(tmp_path, server
     from evolve.experiment.store import open_experiment
     from tests.test_controller_support import REPO
 
-    exp = make_experiment(tmp_path / "runs", server.base_url, baseline="interleaved", heldout=[])
+    # The load check flags here rather than refuses: a kill leaves the block it cut off apart, so on a busy test
+    # machine the arms' mean loads can differ by more than its gap (a CI run: 5.08 vs 4.46 per CPU, refused); what
+    # this test proves is that nothing is lost or run twice, and the check's verdict is still recorded.
+    exp = make_experiment(tmp_path / "runs", server.base_url, baseline="interleaved", heldout=[],
+                          adoption={"load_check": "flag"})
     run_reference(exp)
     prop = tmp_path / "verify.json"
     prop.write_text(json.dumps(GOOD_PROPOSAL))
@@ -248,7 +252,7 @@ def test_kill9_inside_the_paired_grid_then_resume_loses_nothing(tmp_path, server
     assert adoption.version == "v1" and adoption.decision["baseline"] == "interleaved"
     assert adoption.decision["baseline_pass1"] == 0.5 and adoption.decision["candidate_pass1"] == 1.0
     load = adoption.decision["load"]
-    assert load["candidate"]["trials"] == load["incumbent"]["trials"] == 4
+    assert load["candidate"]["trials"] == load["incumbent"]["trials"] == 4 and load["action"] == "flag"
     (arm,) = [e for e in led.find("evaluation") if e.key == f"{v0}:control:r01:verify"]
     assert arm.complete and arm.metrics["paired_with"] == adoption.commit
     done = [e.key for e in led.find("trial_done")]
