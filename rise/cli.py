@@ -21,10 +21,8 @@ _app = typer.Typer(
     pretty_exceptions_show_locals=False,
 )
 
-# Each module exposes register(app); listed here so `rise --help` shows them in this order.
-COMMAND_MODULES = ["eval", "pair", "tasks", "serve", "images", "midharness", "trace", "handbook", "experiment", "evolve",
-                   "transfer", "inspect", "research", "analyze", "role"]
-# The commands and command groups each module registers (tests/test_cli_imports.py checks it against register()).
+# Each module exposes register(app), and registers these commands and command groups (tests/test_cli_imports.py
+# checks them against register()); in this order `rise --help` shows them.
 COMMANDS = {
     "eval": ["eval", "metrics", "compare"], "pair": ["pair"], "tasks": ["tasks"], "serve": ["serve"],
     "images": ["images"], "midharness": ["midharness"], "trace": ["trace"], "handbook": ["handbook"],
@@ -32,6 +30,7 @@ COMMANDS = {
     "transfer": ["transfer"], "inspect": ["audit", "show", "report", "record"], "research": ["research"],
     "analyze": ["analyze"], "role": ["role"],
 }
+COMMAND_MODULES = list(COMMANDS)
 MODULE_OF = {name: module for module, names in COMMANDS.items() for name in names}
 _loaded: set[str] = set()
 
