@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 
 import pytest
 
-from tests.fakes.openai_server import ScriptedError, ScriptedServer
+from tests.fakes.openai_server import RawReply, ScriptedError, ScriptedServer
 from trials.endpoints.client import (
     AuthError,
     BadResponse,
@@ -277,3 +279,40 @@ async def test_endpoint_ceiling_applies_with_and_without_a_request_cap():
             await client.chat(MSGS, max_tokens=1000)
             await client.chat(MSGS, max_tokens=10, seed=3)
     assert [r["max_tokens"] for r in srv.requests] == [64, 64, 10] and srv.requests[2]["seed"] == 3
+
+
+@pytest.mark.parametrize(("item", "words"), [
+    (RawReply("<html>502 Bad Gateway</html>", content_type="text/html"), "unparseable response"),
+    (RawReply('["a", "list"]', content_type="application/json"), "unparseable response"),
+    (RawReply('{"choices": []}', content_type="application/json"), "no choices"),
+    (RawReply('{"choices": ["just text"]}', content_type="application/json"), "malformed completion"),
+    ({"content": "x", "logprobs": [{"tok": "x"}]}, "malformed completion"),
+    ({"content": "x", "finish_reason": {"not": "a string"}}, "malformed completion"),
+])
+async def test_garbage_from_the_server_is_a_bad_response_naming_it(item, words):
+    """A reply that is not a completion (a proxy's HTML page, JSON of the wrong shape) is a BadResponse that
+    says what came back, never a TypeError from deep inside the harness."""
+    with ScriptedServer([item]) as srv:
+        async with _client(srv) as client:
+            with pytest.raises(BadResponse, match=words) as info:
+                await client.chat(MSGS, logprobs=True)
+    assert "/chat/completions" in str(info.value) or "no choices" in str(info.value)
+
+
+async def test_an_error_page_that_is_not_json_keeps_its_status_and_text():
+    with ScriptedServer([RawReply("upstream overloaded", status=503)]) as srv:
+        async with _client(srv) as client:
+            with pytest.raises(ServerUnreachable, match="overloaded") as info:
+                await client.chat(MSGS)
+    assert info.value.status_code == 503 and info.value.retryable
+
+
+def test_the_model_client_and_the_seed_agent_start_without_the_openai_sdk():
+    """Importing the openai SDK cost a trial's agent more CPU than the rest of its start (issue 42): the client
+    must not bring it back, directly or through the seed's launcher preload."""
+    from trials.runner import PRELOAD
+
+    modules = ", ".join(PRELOAD["monitor.host"])
+    probe = f"import sys, {modules}; print(sorted(m for m in sys.modules if m.split('.')[0] == 'openai'))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert "trials.endpoints.client" in modules and out.stdout.strip() == "[]", out.stdout

@@ -1,7 +1,7 @@
 """How the runner starts an agent process: through a warm launcher, with a spare ready for the next trial.
 
-Starting a harness costs seconds before its loop runs: the interpreter, then pydantic, openai, httpx, jinja2 and
-the monitor. A **launcher** (``python -m trials.launch --preload a,b``) pays that up front: it imports the
+Starting a harness costs seconds before its loop runs: the interpreter, then pydantic, httpx, jinja2 and the
+monitor. A **launcher** (``python -m trials.launch --preload a,b``) pays that up front: it imports the
 preload modules, then blocks on stdin for one job line (JSON: ``module``, ``args``, ``env``, ``output``),
 points its stdout/stderr at the trial's ``stdout.log``, takes the trial's environment and runs ``module`` as
 ``__main__`` with ``args``, exactly as ``python -m module args`` would (the module itself is imported afresh).
@@ -52,6 +52,9 @@ from . import confine, limits
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_SPARES = 4
+# Part of the learned-preload file's name: raised when the platform's own imports change, so that no launcher
+# keeps importing what the platform no longer uses (a learned list only grows). 2: the model client without openai.
+LEARNED_VERSION = 2
 # A successor spare (made when an agent starts, for the next trial) waits this long before its imports, so that
 # they do not compete with that agent's own start for the CPU; a job arriving ends the wait at once.
 SUCCESSOR_DELAY_SEC = 1.0
@@ -376,7 +379,7 @@ def _watch_stdin(fd: int) -> None:
 
 def _finish(code: int) -> None:
     """Leave as the interpreter would (non-daemon threads, then atexit handlers), without tearing down every
-    module: that teardown is slow with openai and pydantic loaded, and nothing is lost by skipping it."""
+    module: that teardown is slow with pydantic and httpx loaded, and nothing is lost by skipping it."""
     try:
         shutdown = getattr(threading, "_shutdown", None)
         if shutdown is not None:
@@ -406,7 +409,7 @@ def _read_learned(path: Path | None) -> list[str]:
 
 def _learn(path: Path, known: set[str]) -> None:
     """Record the preloadable modules this run imported, when there are new ones (the next spares import them
-    up front): the lazy imports of libraries (openai's resources, httpcore...) that a fixed list misses."""
+    up front): the lazy imports of libraries (httpcore's, the encodings...) that a fixed list misses."""
     modules = dict(sys.modules)
     if not any(preloadable(n, m) for n, m in modules.items() if n not in known):
         return

@@ -169,8 +169,9 @@ def agent_launch(agent: AgentSpec, spec_path: Path, task_path: Path) -> launch.A
     cmd = agent.command(seen, task_path)
     env = {**os.environ, **agent.env, "RISE_TRIAL_SPEC": str(seen)}
     module = launch.module_of(cmd)
+    python = hashlib.sha256(sys.executable.encode()).hexdigest()[:8]
     learned = None if module is None else (
-        cache_root() / "launch" / f"{module}-{hashlib.sha256(sys.executable.encode()).hexdigest()[:8]}.json")
+        cache_root() / "launch" / f"{module}-v{launch.LEARNED_VERSION}-{python}.json")
     inputs = [Path(str(agent.harness_dir))] if agent.harness_dir is not None else [task_path]
     conf = confine.for_harness(inputs, agent.env, learned) if confined else None
     spares = None

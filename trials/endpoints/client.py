@@ -1,8 +1,11 @@
 """The one model client every harness uses: an OpenAI-compatible chat endpoint (vLLM, llama.cpp, hosted).
 
-:class:`ModelClient` wraps ``openai.AsyncOpenAI`` with ``max_retries=0`` (retry policy belongs to the harness,
-which can see episodes and budgets) and turns the servers' different error dialects into one small exception
-family under :class:`ModelError`. It also asks the server what the OpenAI API does not say: the context limit
+:class:`ModelClient` posts to ``/chat/completions`` with httpx, without retries (retry policy belongs to the
+harness, which can see episodes and budgets), and turns the servers' different error dialects into one small
+exception family under :class:`ModelError`. It does not use the ``openai`` SDK: a harness makes one kind of
+request and reads a handful of fields, while importing the SDK cost every trial's agent process more CPU than the
+rest of its start together (``benchmarks/start_cost.py``; issue 42). The replies stay the server's JSON, so
+fields the API does not define (llama.cpp's ``timings``) are read as they came. It also asks the server what the OpenAI API does not say: the context limit
 (vLLM's ``max_model_len``, llama.cpp's ``/props``) and token counts (``/tokenize``), falling back to
 estimates when a server has no such route.
 """
@@ -10,7 +13,6 @@ estimates when a server has no such route.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import json
 import logging
 import os
@@ -21,8 +23,7 @@ from typing import Any, Self
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
-import openai
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from ..errors import ModelServerUnreachable
 from .spec import EndpointSpec
@@ -193,33 +194,41 @@ def _int(value: Any) -> int | None:
         return None
 
 
-def map_openai_error(exc: Exception) -> ModelError:
-    """Translate an ``openai`` exception into this module's family (the message keeps the server's words)."""
-    if isinstance(exc, openai.APITimeoutError):
-        return ServerUnreachable(f"model server timed out: {exc}")
-    if isinstance(exc, openai.APIConnectionError):
-        cause = exc.__cause__ or exc
-        return ServerUnreachable(f"model server unreachable: {cause}")
-    if isinstance(exc, openai.APIStatusError):
-        status, body = exc.status_code, exc.body
-        if isinstance(body, dict) and "error" not in body:
-            body = {"error": body}  # the SDK sometimes hands over the inner object already
-        text = _error_text(body, str(exc))
-        ctx = _context_error(text, body)
-        if ctx is not None:
-            return ContextLengthExceeded(str(exc), limit=ctx[0], requested=ctx[1], status_code=status, body=body)
-        if status in (401, 403):
-            return AuthError(f"model server refused the credentials ({status}): {exc}", status_code=status,
-                             body=body)
-        if status == 429:
-            return RateLimited(str(exc), status_code=status, body=body)
-        if status in (502, 503, 504):
-            return ServerUnreachable(f"model server unavailable ({status}): {exc}", status_code=status,
-                                     body=body)
-        return BadResponse(str(exc), status_code=status, body=body)
-    if isinstance(exc, openai.APIResponseValidationError):
-        return BadResponse(f"unparseable response from model server: {exc}")
-    return BadResponse(f"{type(exc).__name__}: {exc}")
+def map_status_error(status: int, body: Any, message: str) -> ModelError:
+    """Translate a server's error answer (``status``, its JSON ``body`` or text) into this module's family; the
+    message keeps the server's words."""
+    if isinstance(body, dict) and "error" not in body:
+        body = {"error": body}  # some servers send the inner object alone
+    text = _error_text(body, message)
+    ctx = _context_error(text, body)
+    if ctx is not None:
+        return ContextLengthExceeded(message, limit=ctx[0], requested=ctx[1], status_code=status, body=body)
+    if status in (401, 403):
+        return AuthError(f"model server refused the credentials ({status}): {message}", status_code=status,
+                         body=body)
+    if status == 429:
+        return RateLimited(message, status_code=status, body=body)
+    if status in (502, 503, 504):
+        return ServerUnreachable(f"model server unavailable ({status}): {message}", status_code=status, body=body)
+    return BadResponse(message, status_code=status, body=body)
+
+
+def map_transport_error(exc: httpx.HTTPError) -> ModelError:
+    """Translate an httpx failure to get any answer (timeout, refused or broken connection) into this family."""
+    said = str(exc) or type(exc).__name__
+    if isinstance(exc, httpx.TimeoutException):
+        return ServerUnreachable(f"model server timed out: {said}")
+    if isinstance(exc, httpx.TransportError):
+        return ServerUnreachable(f"model server unreachable: {said}")
+    return BadResponse(f"{type(exc).__name__}: {said}")
+
+
+def _reply_json(resp: httpx.Response) -> Any:
+    """The reply's JSON, or its text (at most 2,000 characters) when it is not JSON."""
+    try:
+        return resp.json()
+    except ValueError:
+        return resp.text[:2000]
 
 
 # -- the client ---------------------------------------------------------------------------------
@@ -247,13 +256,6 @@ def channel_socket(base_url: str) -> str | None:
     return socket_path if socket_path and host.endswith(".rise") else None
 
 
-def _openai_channel_client(socket_path: str) -> Any:
-    """openai's own HTTP client over the channel's socket (openai may ship its own httpx: use its module)."""
-    base = next(c for c in openai.DefaultAsyncHttpxClient.__mro__ if c.__name__ == "AsyncClient")
-    module = importlib.import_module(base.__module__.split(".")[0])
-    return openai.DefaultAsyncHttpxClient(transport=module.AsyncHTTPTransport(uds=socket_path))
-
-
 _N_LIMIT = re.compile(r"""['"`]n['"`].*(?:<=|at most|maximum(?: is| of)?)\s*(\d+)""", re.IGNORECASE | re.DOTALL)
 
 
@@ -276,13 +278,11 @@ class ModelClient:
         self.root_url = server_root(spec.base_url)
         # A confined harness reaches its endpoints only through the trial channel's socket (trials/channel.py).
         via = channel_socket(spec.base_url)
-        self._openai = openai.AsyncOpenAI(
-            base_url=spec.base_url, api_key=spec.api_key() or "EMPTY", max_retries=0,
-            timeout=openai.Timeout(spec.timeout_sec, connect=min(CONNECT_TIMEOUT_SEC, spec.timeout_sec)),
-            http_client=_openai_channel_client(via) if via else None,
-        )
+        self._chat_url = f"{spec.base_url.rstrip('/')}/chat/completions"
+        self._chat_timeout = httpx.Timeout(spec.timeout_sec, connect=min(CONNECT_TIMEOUT_SEC, spec.timeout_sec))
+        # One connection pool for the chat calls and the side requests; n parallel requests fit its 100.
         self._http = httpx.AsyncClient(timeout=min(SIDE_TIMEOUT_SEC, spec.timeout_sec),
-                                       headers=self._auth_headers(),
+                                       headers=self._auth_headers(), follow_redirects=True,
                                        transport=httpx.AsyncHTTPTransport(uds=via) if via else None)
         self._context_limit: int | None = spec.context_limit
         self._tokenize_ok: bool | None = None  # None: not tried yet
@@ -298,7 +298,6 @@ class ModelClient:
         return f"ModelClient(base_url={self.spec.base_url!r}, model={self.spec.model!r})"
 
     async def aclose(self) -> None:
-        await self._openai.close()
         await self._http.aclose()
 
     async def __aenter__(self) -> Self:
@@ -330,18 +329,33 @@ class ModelClient:
             args["extra_body"] = extra
         return args
 
-    async def _create(self, args: dict[str, Any]) -> Any:
+    async def _create(self, args: dict[str, Any]) -> dict[str, Any]:
+        """One POST to /chat/completions; the reply's JSON object. ``extra_body`` goes into the body."""
+        body = {k: v for k, v in args.items() if k != "extra_body"}
+        body.update(args.get("extra_body") or {})
         try:
-            resp = await self._openai.chat.completions.create(**args)
-        except (openai.APIError, openai.OpenAIError) as exc:
-            err = map_openai_error(exc)
-            if isinstance(err, ServerUnreachable):  # say where, and how to get a server there
-                err = ServerUnreachable(f"{err} — {unreachable_hint(self.spec.base_url)}",
-                                        status_code=err.status_code, body=err.body)
-            raise err from exc
-        if not getattr(resp, "choices", None):
-            raise BadResponse(f"model server returned no choices (model {args.get('model')!r})")
-        return resp
+            resp = await self._http.post(self._chat_url, json=body, timeout=self._chat_timeout)
+        except httpx.HTTPError as exc:
+            raise self._located(map_transport_error(exc)) from exc
+        if resp.status_code >= 400:
+            reply = _reply_json(resp)
+            raise self._located(map_status_error(resp.status_code, reply, f"Error code: {resp.status_code} - "
+                                                 f"{reply}"))
+        reply = _reply_json(resp)
+        if not isinstance(reply, dict):
+            raise BadResponse(f"unparseable response from model server ({self._chat_url}, status "
+                              f"{resp.status_code}): {str(reply)[:300]!r}", status_code=resp.status_code)
+        if not isinstance(reply.get("choices"), list) or not reply["choices"]:
+            raise BadResponse(f"model server returned no choices (model {args.get('model')!r})",
+                              status_code=resp.status_code, body=reply)
+        return reply
+
+    def _located(self, err: ModelError) -> ModelError:
+        """An unreachable server's error says where, and how to get a server there."""
+        if isinstance(err, ServerUnreachable):
+            return ServerUnreachable(f"{err} — {unreachable_hint(self.spec.base_url)}",
+                                     status_code=err.status_code, body=err.body)
+        return err
 
     async def chat(self, messages: list[dict], *, n: int = 1, temperature: float | None = None,
                    max_tokens: int | None = None, response_format: dict | None = None, logprobs: bool = False,
@@ -359,7 +373,7 @@ class ModelClient:
         if top_logprobs:
             explicit["logprobs"] = True
         started = time.monotonic()
-        responses: list[Any] = []
+        responses: list[dict[str, Any]] = []
 
         def request(k: int) -> dict[str, Any]:
             return self._request_args(messages, n=k, model=model, explicit=explicit, extra_body=extra_body)
@@ -377,12 +391,12 @@ class ModelClient:
                 self.n_limit = asked = limit
                 first = await self._create(request(asked))
             responses.append(first)
-            missing = n - len(first.choices)
+            missing = n - len(first["choices"])
             if asked > 1:
-                if len(first.choices) < asked:
+                if len(first["choices"]) < asked:
                     if self.supports_n is not False:
                         log.info("%s returned %d of %d choices; filling with single requests from now on",
-                                 self.spec.base_url, len(first.choices), asked)
+                                 self.spec.base_url, len(first["choices"]), asked)
                     self.supports_n = False
                 elif self.supports_n is None:
                     self.supports_n = True
@@ -398,40 +412,46 @@ class ModelClient:
                 raise group.exceptions[0] from group
             responses.extend(t.result() for t in tasks)
         latency = time.monotonic() - started
-        recount = [await self._recount_output(r) for r in responses]
-        return self._result(responses, messages, n, latency, model, recount)
+        try:
+            parsed = [[_choice(c) for c in r["choices"]] for r in responses]
+        except (TypeError, ValueError, LookupError, AttributeError, ValidationError) as exc:
+            raise BadResponse(f"malformed completion from model server ({self._chat_url}): "
+                              f"{type(exc).__name__}: {str(exc)[:300]}") from exc
+        recount = [await self._recount_output(r, c) for r, c in zip(responses, parsed, strict=True)]
+        return self._result(responses, parsed, messages, n, latency, model, recount)
 
-    async def _recount_output(self, resp: Any) -> int | None:
+    async def _recount_output(self, resp: dict[str, Any], choices: list[Choice]) -> int | None:
         """llama.cpp's usage for an ``n>1`` answer counts one choice only (its reply carries ``timings``);
         count every choice's tokens instead, so the cost ledger is right."""
-        extra = getattr(resp, "model_extra", None) or {}
-        if len(resp.choices) < 2 or "timings" not in extra:
+        if len(choices) < 2 or "timings" not in resp:
             return None
-        return sum([await self.count_tokens(_choice(c).text) for c in resp.choices])
+        return sum([await self.count_tokens(c.text) for c in choices])
 
-    def _result(self, responses: list[Any], messages: list[dict], n: int, latency: float,
-                model: str | None, recount: list[int | None]) -> ChatResult:
+    def _result(self, responses: list[dict[str, Any]], parsed: list[list[Choice]], messages: list[dict], n: int,
+                latency: float, model: str | None, recount: list[int | None]) -> ChatResult:
         choices: list[Choice] = []
         input_tokens = output_tokens = 0
         cached: int | None = None
         estimated = False
-        for resp, corrected in zip(responses, recount, strict=True):
-            for ch in resp.choices:
-                choices.append(_choice(ch))
-            usage = getattr(resp, "usage", None)
-            if usage is not None and usage.prompt_tokens is not None:
-                input_tokens += usage.prompt_tokens or 0
-                output_tokens += corrected if corrected is not None else (usage.completion_tokens or 0)
-                details = getattr(usage, "prompt_tokens_details", None)
-                if details is not None and getattr(details, "cached_tokens", None) is not None:
-                    cached = (cached or 0) + details.cached_tokens
+        for resp, mine, corrected in zip(responses, parsed, recount, strict=True):
+            choices.extend(mine)
+            usage = resp.get("usage")
+            prompt_tokens = _int(usage.get("prompt_tokens")) if isinstance(usage, dict) else None
+            if isinstance(usage, dict) and prompt_tokens is not None:
+                input_tokens += prompt_tokens
+                output_tokens += corrected if corrected is not None else (_int(usage.get("completion_tokens")) or 0)
+                details = usage.get("prompt_tokens_details")
+                hit = _int(details.get("cached_tokens")) if isinstance(details, dict) else None
+                if hit is not None:
+                    cached = (cached or 0) + hit
             else:
                 estimated = True
                 input_tokens += len(json.dumps(messages)) // 4
-                output_tokens += sum(len(_choice(c).text) // 4 for c in resp.choices)
+                output_tokens += sum(len(c.text) // 4 for c in mine)
+        served = responses[0].get("model")
         return ChatResult(choices=choices[:n], input_tokens=input_tokens, output_tokens=output_tokens,
                           cached_input_tokens=cached, latency_sec=latency,
-                          model=getattr(responses[0], "model", None) or model or self.spec.model,
+                          model=(served if isinstance(served, str) and served else None) or model or self.spec.model,
                           requests=len(responses), usage_estimated=estimated,
                           timings=call_timings(responses, latency))
 
@@ -612,18 +632,19 @@ def _message_text(message: dict) -> str:
 
 
 def _choice(ch: Any) -> Choice:
-    message = getattr(ch, "message", None)
-    text = (getattr(message, "content", None) or "") if message is not None else ""
+    """One choice of a reply's JSON; a field of the wrong shape raises (the caller names it a bad response)."""
+    message = ch.get("message") or {}
+    text = _message_text(message) if isinstance(message, dict) else ""
     lps = None
-    raw = getattr(ch, "logprobs", None)
-    if raw is not None and getattr(raw, "content", None) is not None:
+    raw = ch.get("logprobs")
+    if isinstance(raw, dict) and raw.get("content") is not None:
         lps = [
-            TokenLogprob(token=t.token, logprob=t.logprob,
-                         top_logprobs={a.token: a.logprob for a in (t.top_logprobs or [])})
-            for t in raw.content
+            TokenLogprob(token=t["token"], logprob=t["logprob"],
+                         top_logprobs={a["token"]: a["logprob"] for a in (t.get("top_logprobs") or [])})
+            for t in raw["content"]
         ]
     reasoning = None
-    if message is not None:  # vLLM names it reasoning_content (older) or reasoning; llama.cpp reasoning_content
-        reasoning = getattr(message, "reasoning_content", None) or getattr(message, "reasoning", None)
-    return Choice(text=text, finish_reason=getattr(ch, "finish_reason", None), logprobs=lps,
+    if isinstance(message, dict):  # vLLM names it reasoning_content (older) or reasoning; llama.cpp reasoning_content
+        reasoning = message.get("reasoning_content") or message.get("reasoning")
+    return Choice(text=text, finish_reason=ch.get("finish_reason"), logprobs=lps,
                   reasoning=str(reasoning) if reasoning else None)

@@ -14,7 +14,8 @@ callable ``(body) -> item``. An item is
   computed counts; ``tool_calls`` is a list of ``{"name", "arguments"}`` (finish_reason then ``tool_calls``);
 - a ``list`` of str/dict: one per choice. With ``n>1`` a single (non-list) item is replicated; a list shorter
   than ``n`` is answered as is (that is how a server that ignores ``n`` behaves);
-- a :class:`ScriptedError`: an OpenAI-style error body with its status (see the ``context_length_*`` helpers).
+- a :class:`ScriptedError`: an OpenAI-style error body with its status (see the ``context_length_*`` helpers);
+- a :class:`RawReply`: exactly these bytes with this status (garbage a broken server or proxy sends).
 
 Other routes: ``GET /v1/models`` (``max_model_len``), ``GET /health``, ``POST /tokenize`` (≈ 1 token per 4
 chars), and with ``flavor="llamacpp"`` also ``GET /props`` (``default_generation_settings.n_ctx``) while
@@ -95,7 +96,16 @@ class ScriptedError:
                           "param": None}}
 
 
-Item = str | dict | list | ScriptedError
+@dataclass
+class RawReply:
+    """Answer a request with this text as it is (not JSON, or JSON of the wrong shape)."""
+
+    text: str
+    status: int = 200
+    content_type: str = "text/plain"
+
+
+Item = str | dict | list | ScriptedError | RawReply
 Responder = Iterable[Item] | Callable[[dict], Item]
 
 
@@ -136,10 +146,11 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # quiet: tests read srv.requests instead
         pass
 
-    def _send(self, status: int, payload: dict) -> None:
-        data = json.dumps(payload).encode()
+    def _send(self, status: int, payload: dict | RawReply) -> None:
+        raw = isinstance(payload, RawReply)
+        data = payload.text.encode() if raw else json.dumps(payload).encode()
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", payload.content_type if raw else "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
@@ -338,7 +349,7 @@ class ScriptedServer:
             timings[f"{what}_per_second"] = 1000.0 * timings[n] / timings[ms] if timings[ms] else 0.0
         payload["timings"] = timings
 
-    def _answer_chat(self, body: dict, elapsed: float = 0.0) -> tuple[int, dict]:
+    def _answer_chat(self, body: dict, elapsed: float = 0.0) -> tuple[int, dict | RawReply]:
         if body.get("stream"):
             return 400, ScriptedError(400, "ScriptedServer does not stream; send stream=false").body()
         try:
@@ -352,6 +363,8 @@ class ScriptedServer:
                 type="script_exhausted").body()
         if isinstance(item, ScriptedError):
             return item.status, item.body()
+        if isinstance(item, RawReply):
+            return item.status, item
         n = int(body.get("n") or 1)
         if isinstance(item, list):
             items = item

@@ -92,29 +92,24 @@ class CallTimings(BaseModel):
         return {prefix + k: v for k, v in self.model_dump().items() if v is not None}
 
 
-def _extra(resp: Any) -> dict[str, Any]:
-    extra = getattr(resp, "model_extra", None)
-    return extra if isinstance(extra, dict) else {}
-
-
 def _cached_tokens(usage: Any) -> int | None:
-    details = getattr(usage, "prompt_tokens_details", None) if usage is not None else None
-    cached = getattr(details, "cached_tokens", None) if details is not None else None
+    details = usage.get("prompt_tokens_details") if isinstance(usage, dict) else None
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
     return cached if isinstance(cached, int) else None
 
 
-def call_timings(responses: list[Any], wall_sec: float) -> CallTimings:
-    """The timings of one call from its responses (openai SDK objects; unknown fields in ``model_extra``)."""
+def call_timings(responses: list[dict[str, Any]], wall_sec: float) -> CallTimings:
+    """The timings of one call from its replies (the servers' JSON objects, llama.cpp's ``timings`` among them)."""
     source: Source = "client"
     out = CallTimings(source="client", wall_ms=round(wall_sec * 1000.0, 3), requests=len(responses),
-                      choices=sum(len(getattr(r, "choices", None) or []) for r in responses))
+                      choices=sum(len(r.get("choices") or []) for r in responses))
     fields: dict[str, float | None] = dict.fromkeys(
         ("prompt_tokens", "prompt_n", "cache_n", "prompt_ms", "predicted_n", "predicted_ms"))
     for resp in responses:
-        usage = getattr(resp, "usage", None)
-        prompt_tokens = _num(getattr(usage, "prompt_tokens", None)) if usage is not None else None
+        usage = resp.get("usage")
+        prompt_tokens = _num(usage.get("prompt_tokens")) if isinstance(usage, dict) else None
         cached = _cached_tokens(usage)
-        server = _extra(resp).get("timings")
+        server = resp.get("timings")
         part: dict[str, float | None]
         if isinstance(server, dict) and _num(server.get("prompt_ms")) is not None:
             source = "llamacpp"
