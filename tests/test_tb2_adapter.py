@@ -200,3 +200,27 @@ def test_a_script_the_build_runs_that_clones_a_repository_is_named(tmp_path):
     assert v.status == "cannot"
     reason = "environment/setup.sh:3: fetches https://example.invalid/site.git (a script in the build context)"
     assert v.reasons == [reason]
+
+
+def _with_dockerfile(tmp_path: Path, text: str):
+    shutil.copytree(SHAPES / "word-count", tmp_path / "word-count")
+    (tmp_path / "word-count" / "environment" / "Dockerfile").write_text(text)
+    task, problems = inspect_task(tmp_path / "word-count")
+    assert task is not None, problems
+    return plan(task, lambda _image: False)
+
+
+def test_the_verifier_layer_switches_to_root_only_after_a_user_that_is_not_root(tmp_path):
+    """Each instruction is a layer the engine commits (seconds each on fuse-overlayfs): the adapter adds USER root
+    only where the last stage ended as another user, and puts apt and the venv in one RUN."""
+    plain = verdict("word-count")
+    added = plain.dockerfile.split("# rise adapter")[1]
+    assert "USER" not in added and added.count("RUN ") == 1 and added.count("COPY ") == 1
+    app_user = _with_dockerfile(tmp_path / "a", "FROM debian:bookworm-slim\nRUN useradd app\nUSER app\n"
+                                "WORKDIR /app\nCOPY poem.txt /app/poem.txt\n")
+    assert app_user.dockerfile.split("# rise adapter")[1].split("\n")[1] == "USER root"
+    assert app_user.dockerfile.rstrip().endswith("USER app")  # the image ends as the original did
+    # a USER in an earlier stage does not carry into the last one
+    staged = _with_dockerfile(tmp_path / "b", "FROM debian:bookworm-slim AS build\nUSER nobody\n"
+                              "FROM debian:bookworm-slim\nWORKDIR /app\nCOPY poem.txt /app/poem.txt\n")
+    assert "USER" not in staged.dockerfile.split("# rise adapter")[1]

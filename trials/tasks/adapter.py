@@ -316,7 +316,7 @@ def plan(task: Task, present: Callable[[str], bool], online: bool = False) -> Ve
         adapted_test = _adapt_test_sh(p, test_text)
         adapted_docker = _adapt_dockerfile(p, dockerfile_text, present)
         if p.verifier_reqs or p.apt:
-            adapted_docker += _verifier_layer(p)
+            adapted_docker += _verifier_layer(p, dockerfile_text)
         if p.verifier_reqs or p.build_reqs:
             adapted_docker += _epilogue(p, dockerfile_text)
         p.reasons += _scripts_that_fetch(task)
@@ -334,22 +334,37 @@ def plan(task: Task, present: Callable[[str], bool], online: bool = False) -> Ve
                    apt_packages=sorted(set(p.apt)), dockerfile=new_docker, test_sh=new_test)
 
 
-def _verifier_layer(p: _Plan) -> str:
+def _verifier_layer(p: _Plan, original: str) -> str:
     """The Dockerfile lines that install what test.sh used to fetch, recorded as one change. The venv sees the
-    image's own packages: a verifier that ran ``pip install pytest`` into the system Python imports them too."""
+    image's own packages: a verifier that ran ``pip install pytest`` into the system Python imports them too.
+    As few instructions as that takes (each is a layer the engine commits, seconds each on a slow storage driver):
+    ``USER root`` only after a USER that is not root, apt and the venv in one RUN."""
     apt = " ".join(sorted(set(p.apt) | {"python3-venv"}))
+    root = "USER root\n" if _final_user(original) not in (None, "root", "0") else ""
+    install = f"apt-get update && apt-get install -y --no-install-recommends {apt} && rm -rf /var/lib/apt/lists/*"
     body = (f"\n# rise adapter: the verifier's tools, installed at build time (tests/test.sh fetched them)\n"
-            f"USER root\nCOPY {WHEELS_DIR} {WHEELS_IN_IMAGE}\n"
-            f"RUN apt-get update && apt-get install -y --no-install-recommends {apt} && rm -rf /var/lib/apt/lists/*\n"
-            f"RUN python3 -m venv --system-site-packages {VENV} && "
+            f"{root}COPY {WHEELS_DIR} {WHEELS_IN_IMAGE}\n"
+            f"RUN {install} && python3 -m venv --system-site-packages {VENV} && "
             f"{VENV}/bin/pip install --no-index --find-links {WHEELS_IN_IMAGE} "
             f"{shlex.join(sorted(set(p.verifier_reqs)))}\n") if p.verifier_reqs else (
-            f"\n# rise adapter: packages tests/test.sh installed with apt\nUSER root\n"
-            f"RUN apt-get update && apt-get install -y --no-install-recommends {apt} && rm -rf /var/lib/apt/lists/*\n")
+            f"\n# rise adapter: packages tests/test.sh installed with apt\n{root}RUN {install}\n")
     p.change("environment/Dockerfile", "verifier-tools", "", body,
              "the verifier cannot fetch at verification time here; its tools are in the image (the agent can see "
              "them, which Harbor's verifier-time install avoids)")
     return body
+
+
+def _final_user(dockerfile: str) -> str | None:
+    """The user the image's last stage ends as: its last ``USER`` after the last ``FROM`` (None: root, unset)."""
+    user = None
+    for _, line in _logical_lines(dockerfile):
+        words = line.split()
+        keyword = words[0].upper() if words else ""
+        if keyword == "FROM":
+            user = None
+        elif keyword == "USER" and len(words) > 1:
+            user = words[1]
+    return user
 
 
 def _epilogue(p: _Plan, original: str) -> str:
@@ -363,9 +378,9 @@ def _epilogue(p: _Plan, original: str) -> str:
         if len(words) >= 3 and words[0].upper() in ("COPY", "ADD") and words[-2] in (".", "./"):
             dest = words[-1] if words[-1].startswith("/") else f"{workdir.rstrip('/')}/{words[-1]}"
             body += f"RUN rm -rf {shlex.quote(dest.rstrip('/') + '/' + WHEELS_DIR)}\n"
-    users = [line.split()[1] for _, line in _logical_lines(original) if line.split()[:1] == ["USER"]]
-    if users and users[-1] not in ("root", "0") and p.verifier_reqs:
-        body += f"USER {users[-1]}\n"
+    user = _final_user(original)
+    if user not in (None, "root", "0") and p.verifier_reqs:
+        body += f"USER {user}\n"
     if body:
         p.change("environment/Dockerfile", "epilogue", "", body, "the image ends as the original did: no wheels in "
                  "a folder the Dockerfile copied the context into, and its last USER")
