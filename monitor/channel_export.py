@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 
 import httpx
 
+from trials.environments.channel import channel_transport
 from trials.telemetry import TELEMETRY_HOST, TRACES_PATH
 
 log = logging.getLogger(__name__)
@@ -27,7 +28,7 @@ def channel_collector(env: Mapping[str, str]) -> str | None:
     if not sock:
         return None
     try:
-        with httpx.Client(transport=httpx.HTTPTransport(uds=sock), timeout=PROBE_TIMEOUT_SEC) as client:
+        with httpx.Client(transport=channel_transport(sock, sync=True), timeout=PROBE_TIMEOUT_SEC) as client:
             ok = client.get(f"http://{TELEMETRY_HOST}/").status_code == 200
     except httpx.HTTPError as exc:
         log.debug("monitor: the trial channel did not answer the collector probe: %s", exc)
@@ -40,7 +41,7 @@ class ChannelSpanExporter:
     the trial channel's ``telemetry.rise`` route."""
 
     def __init__(self, sock: str):
-        self._client = httpx.Client(transport=httpx.HTTPTransport(uds=sock), timeout=EXPORT_TIMEOUT_SEC)
+        self._client = httpx.Client(transport=channel_transport(sock, sync=True), timeout=EXPORT_TIMEOUT_SEC)
 
     def export(self, spans: Sequence) -> object:
         from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans

@@ -316,3 +316,27 @@ def test_the_model_client_and_the_seed_agent_start_without_the_openai_sdk():
     probe = f"import sys, {modules}; print(sorted(m for m in sys.modules if m.split('.')[0] == 'openai'))"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert "trials.endpoints.client" in modules and out.stdout.strip() == "[]", out.stdout
+
+
+def test_channel_transports_load_no_certificate_store_and_refuse_tls(monkeypatch, tmp_path):
+    """A confined agent reaches everything through the channel's socket in plain HTTP: its transports must not
+    load the certificate store (40 ms of CPU each, three per agent), and a TLS handshake through one cannot pass
+    unverified (no certificate is trusted)."""
+    import ssl
+
+    from trials.environments.channel import channel_transport
+
+    loaded: list[object] = []
+    real = ssl.SSLContext.load_verify_locations
+    monkeypatch.setattr(ssl.SSLContext, "load_verify_locations",
+                        lambda self, *a, **k: (loaded.append(a or k), real(self, *a, **k))[1])
+    monkeypatch.setenv("RISE_CHANNEL", str(tmp_path / "channel.sock"))
+    client = ModelClient(EndpointSpec(base_url="http://model-0.rise/v1", model="m", timeout_sec=5))
+    transports = [channel_transport(str(tmp_path / "s")), channel_transport(str(tmp_path / "s"), sync=True)]
+    assert loaded == [], loaded
+    for t in transports:
+        ctx = t._pool._ssl_context  # httpcore's pool keeps the context it was given
+        assert ctx.verify_mode == ssl.CERT_REQUIRED and ctx.check_hostname and ctx.get_ca_certs() == []
+    transports[1].close()
+    import asyncio
+    asyncio.run(client.aclose())

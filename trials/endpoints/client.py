@@ -25,6 +25,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 from pydantic import BaseModel, Field, ValidationError
 
+from ..environments.channel import channel_transport
 from ..errors import ModelServerUnreachable
 from .spec import EndpointSpec
 from .timings import CallTimings, call_timings
@@ -283,7 +284,7 @@ class ModelClient:
         # One connection pool for the chat calls and the side requests; n parallel requests fit its 100.
         self._http = httpx.AsyncClient(timeout=min(SIDE_TIMEOUT_SEC, spec.timeout_sec),
                                        headers=self._auth_headers(), follow_redirects=True,
-                                       transport=httpx.AsyncHTTPTransport(uds=via) if via else None)
+                                       transport=channel_transport(via) if via else None)
         self._context_limit: int | None = spec.context_limit
         self._tokenize_ok: bool | None = None  # None: not tried yet
         self._kind: str | None = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +24,17 @@ SANDBOX_URL = "http://sandbox.rise"
 PAYLOAD = "payload"
 
 
-def channel_transport(socket_path: str) -> httpx.AsyncHTTPTransport:
-    """An httpx transport to the trial channel at ``socket_path``."""
-    return httpx.AsyncHTTPTransport(uds=socket_path)
+def channel_transport(socket_path: str, *, sync: bool = False) -> httpx.AsyncHTTPTransport | httpx.HTTPTransport:
+    """An httpx transport (async, or ``sync``) to the trial channel's unix socket at ``socket_path``.
+
+    The channel speaks plain HTTP; TLS, where an endpoint has it, is the runner's side of the channel. So the
+    transport gets a TLS context with no certificates at all (any TLS through it fails verification) instead of
+    httpx's default, which loads the whole certificate store for every transport: 40 ms of CPU each, and a
+    confined agent makes three (its model client, its sandbox, its span export)."""
+    plain_only = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    if sync:
+        return httpx.HTTPTransport(uds=socket_path, verify=plain_only)
+    return httpx.AsyncHTTPTransport(uds=socket_path, verify=plain_only)
 
 
 class ChannelEnvironment(Environment):
