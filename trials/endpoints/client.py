@@ -5,9 +5,9 @@ harness, which can see episodes and budgets), and turns the servers' different e
 exception family under :class:`ModelError`. It does not use the ``openai`` SDK: a harness makes one kind of
 request and reads a handful of fields, while importing the SDK cost every trial's agent process more CPU than the
 rest of its start together (``benchmarks/start_cost.py``; issue 42). The replies stay the server's JSON, so
-fields the API does not define (llama.cpp's ``timings``) are read as they came. It also asks the server what the OpenAI API does not say: the context limit
-(vLLM's ``max_model_len``, llama.cpp's ``/props``) and token counts (``/tokenize``), falling back to
-estimates when a server has no such route.
+fields the API does not define (llama.cpp's ``timings``) are read as they came. It also asks the server what the
+OpenAI API does not say: the context limit (vLLM's ``max_model_len``, llama.cpp's ``/props``) and token counts
+(``/tokenize``), falling back to estimates when a server has no such route.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pydantic import BaseModel, Field, ValidationError
 from ..environments.channel import channel_transport
 from ..errors import ModelServerUnreachable
 from .spec import EndpointSpec
-from .timings import CallTimings, call_timings
+from .timings import CallTimings, cached_tokens, call_timings
 
 log = logging.getLogger(__name__)
 
@@ -338,11 +338,10 @@ class ModelClient:
             resp = await self._http.post(self._chat_url, json=body, timeout=self._chat_timeout)
         except httpx.HTTPError as exc:
             raise self._located(map_transport_error(exc)) from exc
+        reply = _reply_json(resp)
         if resp.status_code >= 400:
-            reply = _reply_json(resp)
             raise self._located(map_status_error(resp.status_code, reply, f"Error code: {resp.status_code} - "
                                                  f"{reply}"))
-        reply = _reply_json(resp)
         if not isinstance(reply, dict):
             raise BadResponse(f"unparseable response from model server ({self._chat_url}, status "
                               f"{resp.status_code}): {str(reply)[:300]!r}", status_code=resp.status_code)
@@ -441,8 +440,7 @@ class ModelClient:
             if isinstance(usage, dict) and prompt_tokens is not None:
                 input_tokens += prompt_tokens
                 output_tokens += corrected if corrected is not None else (_int(usage.get("completion_tokens")) or 0)
-                details = usage.get("prompt_tokens_details")
-                hit = _int(details.get("cached_tokens")) if isinstance(details, dict) else None
+                hit = cached_tokens(usage)
                 if hit is not None:
                     cached = (cached or 0) + hit
             else:

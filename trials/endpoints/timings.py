@@ -92,7 +92,8 @@ class CallTimings(BaseModel):
         return {prefix + k: v for k, v in self.model_dump().items() if v is not None}
 
 
-def _cached_tokens(usage: Any) -> int | None:
+def cached_tokens(usage: Any) -> int | None:
+    """The prompt tokens a reply's ``usage`` says came from the cache (vLLM, OpenAI), else None."""
     details = usage.get("prompt_tokens_details") if isinstance(usage, dict) else None
     cached = details.get("cached_tokens") if isinstance(details, dict) else None
     return cached if isinstance(cached, int) else None
@@ -108,7 +109,7 @@ def call_timings(responses: list[dict[str, Any]], wall_sec: float) -> CallTiming
     for resp in responses:
         usage = resp.get("usage")
         prompt_tokens = _num(usage.get("prompt_tokens")) if isinstance(usage, dict) else None
-        cached = _cached_tokens(usage)
+        cached = cached_tokens(usage)
         server = resp.get("timings")
         part: dict[str, float | None]
         if isinstance(server, dict) and _num(server.get("prompt_ms")) is not None:

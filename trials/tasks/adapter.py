@@ -340,7 +340,7 @@ def _verifier_layer(p: _Plan, original: str) -> str:
     As few instructions as that takes (each is a layer the engine commits, seconds each on a slow storage driver):
     ``USER root`` only after a USER that is not root, apt and the venv in one RUN."""
     apt = " ".join(sorted(set(p.apt) | {"python3-venv"}))
-    root = "USER root\n" if _final_user(original) not in (None, "root", "0") else ""
+    root = "USER root\n" if _final_user(original) else ""
     install = f"apt-get update && apt-get install -y --no-install-recommends {apt} && rm -rf /var/lib/apt/lists/*"
     body = (f"\n# rise adapter: the verifier's tools, installed at build time (tests/test.sh fetched them)\n"
             f"{root}COPY {WHEELS_DIR} {WHEELS_IN_IMAGE}\n"
@@ -355,7 +355,8 @@ def _verifier_layer(p: _Plan, original: str) -> str:
 
 
 def _final_user(dockerfile: str) -> str | None:
-    """The user the image's last stage ends as: its last ``USER`` after the last ``FROM`` (None: root, unset)."""
+    """The user other than root the image's last stage ends as: its last ``USER`` after the last ``FROM``
+    (None: root, by name, by id or unset)."""
     user = None
     for _, line in _logical_lines(dockerfile):
         words = line.split()
@@ -364,7 +365,7 @@ def _final_user(dockerfile: str) -> str | None:
             user = None
         elif keyword == "USER" and len(words) > 1:
             user = words[1]
-    return user
+    return None if user in ("root", "0") else user
 
 
 def _epilogue(p: _Plan, original: str) -> str:
@@ -379,7 +380,7 @@ def _epilogue(p: _Plan, original: str) -> str:
             dest = words[-1] if words[-1].startswith("/") else f"{workdir.rstrip('/')}/{words[-1]}"
             body += f"RUN rm -rf {shlex.quote(dest.rstrip('/') + '/' + WHEELS_DIR)}\n"
     user = _final_user(original)
-    if user not in (None, "root", "0") and p.verifier_reqs:
+    if user and p.verifier_reqs:
         body += f"USER {user}\n"
     if body:
         p.change("environment/Dockerfile", "epilogue", "", body, "the image ends as the original did: no wheels in "
